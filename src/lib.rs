@@ -1,0 +1,18 @@
+//! Native core of `idempotent-tools`.
+//!
+//! The Rust side owns what must be exact or atomic: key hashing (`hashing`), record
+//! storage in SQLite (`sqlite`) and Redis (`redis_store`), and the one atomic claim rule
+//! that both stores apply (`claim`). The TypeScript layer above owns the call protocol.
+
+#![deny(clippy::all)]
+
+mod claim;
+mod clock;
+mod failure;
+mod hashing;
+mod record;
+mod sqlite;
+mod token;
+
+pub use hashing::{call_hashes, fingerprint};
+pub use sqlite::NativeSqliteStore;

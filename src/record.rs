@@ -1,0 +1,90 @@
+//! The record a store keeps per key, and its shape as JavaScript sees it.
+
+use napi_derive::napi;
+
+pub const PENDING: &str = "pending";
+pub const COMPLETED: &str = "completed";
+pub const FAILED: &str = "failed";
+
+/// One key's record. Times are epoch milliseconds. `result` and `error` hold JSON text:
+/// the TypeScript layer encodes and parses them, so the core never interprets a result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub key: String,
+    pub name: String,
+    pub fingerprint: String,
+    pub status: String,
+    /// The current claim's fencing token; `None` once the record is settled.
+    pub token: Option<String>,
+    /// JSON text of the result; `None` stands for `undefined`.
+    pub result: Option<String>,
+    /// JSON text `{"name":…,"message":…}` of a failure, or of a result that could not be
+    /// stored (then `status` is `completed`).
+    pub error: Option<String>,
+    pub attempts: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub expires_at: Option<i64>,
+    pub lease_expires_at: Option<i64>,
+}
+
+impl Record {
+    pub fn lease_alive(&self, now: i64) -> bool {
+        self.status == PENDING && self.lease_expires_at.is_some_and(|t| t > now)
+    }
+
+    /// Past its `ttlMs`, a record counts as never seen, whatever its status, except a
+    /// pending record whose owner still holds a live lease: expiring that one would let a
+    /// second call run while the first is still running.
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|t| t <= now) && !self.lease_alive(now)
+    }
+}
+
+/// A record as `get` and `listRecords` hand it to JavaScript (without the token).
+#[napi(object)]
+#[derive(Clone, Debug)]
+pub struct NativeRecord {
+    pub key: String,
+    pub name: String,
+    pub fingerprint: String,
+    pub status: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub attempts: u32,
+    pub created_at: f64,
+    pub updated_at: f64,
+    pub expires_at: Option<f64>,
+    pub lease_expires_at: Option<f64>,
+}
+
+impl From<Record> for NativeRecord {
+    fn from(r: Record) -> Self {
+        NativeRecord {
+            key: r.key,
+            name: r.name,
+            fingerprint: r.fingerprint,
+            status: r.status,
+            result: r.result,
+            error: r.error,
+            attempts: r.attempts,
+            created_at: r.created_at as f64,
+            updated_at: r.updated_at as f64,
+            expires_at: r.expires_at.map(|t| t as f64),
+            lease_expires_at: r.lease_expires_at.map(|t| t as f64),
+        }
+    }
+}
+
+/// Counts for `stats`.
+#[napi(object)]
+#[derive(Clone, Debug, Default)]
+pub struct NativeStats {
+    pub pending: u32,
+    pub completed: u32,
+    pub failed: u32,
+    pub expired: u32,
+    pub oldest_pending_at: Option<f64>,
+    /// Bytes the store occupies (file size for SQLite, memory for Redis when known).
+    pub size_bytes: Option<f64>,
+}

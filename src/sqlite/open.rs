@@ -1,0 +1,224 @@
+//! Opening a store file: private permissions, WAL, and a schema that identifies it.
+//!
+//! Several processes may open a brand-new file at the same moment. Switching to WAL can
+//! return SQLITE_BUSY even with a busy timeout (the switch does not call the busy
+//! handler), so every step here is retried on BUSY until the busy timeout runs out, and
+//! the schema is created inside `BEGIN IMMEDIATE` after checking again that no other
+//! process has created it first.
+
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use super::queries::SCHEMA;
+use crate::failure::{StoreFailure, StoreResult};
+
+/// `PRAGMA application_id` of every store file ("IDTP"): a file without it is not ours.
+pub const APPLICATION_ID: i32 = 0x4944_5450;
+/// `PRAGMA user_version`: bumped, with a migration, whenever the schema changes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Durability {
+    /// `synchronous = FULL`: every commit is fsynced; survives power loss.
+    Full,
+    /// `synchronous = NORMAL`: survives a process crash; a power cut can lose the last
+    /// commits.
+    Normal,
+}
+
+impl Durability {
+    pub fn parse(text: Option<&str>) -> StoreResult<Self> {
+        match text {
+            None | Some("full") => Ok(Durability::Full),
+            Some("normal") => Ok(Durability::Normal),
+            Some(other) => Err(StoreFailure::new(format!(
+                "unknown durability {other:?}: use 'full' (the default) or 'normal'"
+            ))),
+        }
+    }
+
+    fn pragma(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub durability: Durability,
+    pub busy_timeout: Duration,
+}
+
+fn failure(path: &Path, cause: impl std::fmt::Display) -> StoreFailure {
+    StoreFailure::at(&path.display().to_string(), "cannot open the store", cause)
+}
+
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(err.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+/// Runs `step`, retrying while it fails with BUSY and the deadline has not passed.
+fn retry_busy<T>(deadline: Instant, mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    loop {
+        match step() {
+            Err(e) if is_busy(&e) && Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            other => return other,
+        }
+    }
+}
+
+/// Creates missing folders with mode 0700 and the file with mode 0600, before SQLite
+/// sees the path (SQLite would create it with the process umask; it creates the -wal
+/// and -shm files with the database file's own mode).
+pub fn prepare_path(path: &Path) -> StoreResult<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            create_private_dirs(dir).map_err(|e| failure(path, format!("cannot create its folder: {e}")))?;
+        }
+    }
+    create_private_file(path).map_err(|e| failure(path, e))
+}
+
+#[cfg(unix)]
+fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    // The umask may have removed bits from 0700 but never adds any; set it exactly.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(not(unix))]
+fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens one connection to an existing store file and applies the per-connection settings.
+pub fn connect(path: &Path, settings: &Settings) -> StoreResult<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| failure(path, e))?;
+    conn.busy_timeout(settings.busy_timeout).map_err(|e| failure(path, e))?;
+    let deadline = Instant::now() + settings.busy_timeout;
+    retry_busy(deadline, || conn.pragma_update(None, "synchronous", settings.durability.pragma()))
+        .map_err(|e| failure(path, describe(e)))?;
+    Ok(conn)
+}
+
+/// Makes sure the file at `path` is this store's database in WAL mode, creating the
+/// schema in a new file. Refuses a foreign or corrupt file without changing it.
+pub fn initialize(conn: &Connection, path: &Path, settings: &Settings) -> StoreResult<()> {
+    let deadline = Instant::now() + settings.busy_timeout;
+    let fail = |e: rusqlite::Error| failure(path, describe(e));
+
+    let (app_id, tables) = retry_busy(deadline, || identify(conn)).map_err(fail)?;
+    check_identity(path, app_id, tables, conn)?;
+
+    retry_busy(deadline, || {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(mode);
+        }
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+    })
+    .map_err(fail)
+    .and_then(|mode| {
+        if mode.eq_ignore_ascii_case("wal") {
+            Ok(())
+        } else {
+            Err(failure(path, format!("the file system does not support WAL mode (journal mode stays {mode})")))
+        }
+    })?;
+
+    if app_id == APPLICATION_ID {
+        return Ok(());
+    }
+    retry_busy(deadline, || create_schema(conn)).map_err(fail)?;
+    // Another process may have created it meanwhile; `create_schema` left it alone then.
+    let (app_id, tables) = retry_busy(deadline, || identify(conn)).map_err(fail)?;
+    check_identity(path, app_id, tables, conn)
+}
+
+fn identify(conn: &Connection) -> rusqlite::Result<(i32, i64)> {
+    let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    Ok((app_id, tables))
+}
+
+fn check_identity(path: &Path, app_id: i32, tables: i64, conn: &Connection) -> StoreResult<()> {
+    if app_id == APPLICATION_ID {
+        let version: i32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| failure(path, describe(e)))?;
+        if version > SCHEMA_VERSION {
+            return Err(failure(path, format!(
+                "the file was written by a newer idempotent-tools (schema {version}, this one reads up to {SCHEMA_VERSION}); upgrade the package"
+            )));
+        }
+        return Ok(());
+    }
+    if app_id != 0 || tables > 0 {
+        return Err(failure(path, "the file is a SQLite database of some other program, not an idempotent-tools store; point the store at another file"));
+    }
+    Ok(())
+}
+
+fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let created = (|| {
+        let (app_id, tables) = identify(conn)?;
+        if app_id != 0 || tables > 0 {
+            return Ok(()); // someone else's, or created by a racing process: checked after
+        }
+        conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        Ok(())
+    })();
+    match created {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// SQLite's message, with what to do for the errors a user can act on.
+pub fn describe(err: rusqlite::Error) -> String {
+    match err.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => {
+            format!("{err}: the file is not an idempotent-tools store (or it is corrupt); point the store at another file or move this one away")
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            format!("{err}: another process held the store's lock for longer than the busy timeout")
+        }
+        Some(ErrorCode::ReadOnly) | Some(ErrorCode::CannotOpen) | Some(ErrorCode::PermissionDenied) => {
+            format!("{err}: check that the file and its folder exist and are writable by this process")
+        }
+        Some(ErrorCode::DiskFull) => format!("{err}: free some disk space"),
+        _ => err.to_string(),
+    }
+}
