@@ -1,0 +1,161 @@
+/**
+ * Canonical JSON: the one encoding of arguments, contexts and results.
+ *
+ * Object keys sorted, no whitespace, and only values that JSON keeps unchanged. Anything
+ * JSON would silently drop or flatten (functions, symbols, `undefined` in an array,
+ * NaN, Infinity, BigInt, Map, Set, typed arrays, class instances without `toJSON`,
+ * cycles) is refused with the path where it sits, because two different calls that
+ * encode alike would share a key and one of them would silently not run.
+ *
+ * This walk happens in JavaScript, not in Rust: only JavaScript can call `toJSON`, run
+ * getters and see through proxies exactly as `JSON.stringify` would, and V8 builds the
+ * string faster than converting the value into Rust across napi. Rust hashes the text.
+ */
+
+const MAX_DEPTH = 1000;
+
+/** A value that cannot take part, with the path segments from where it sits upwards. */
+export class Unencodable extends Error {
+  readonly segments: Array<string | number> = [];
+  constructor(readonly what: string) {
+    super(what);
+  }
+
+  /** `args[1].tags` for root `args` and segments [1, 'tags']. */
+  pathFrom(root: string): string {
+    let path = root;
+    for (let i = this.segments.length - 1; i >= 0; i--) {
+      const s = this.segments[i];
+      path += typeof s === 'number' ? `[${s}]` : /^[A-Za-z_$][\w$]*$/.test(s) ? `.${s}` : `[${JSON.stringify(s)}]`;
+    }
+    return path;
+  }
+}
+
+/** Encodes `value`; throws `Unencodable` naming what was wrong and where. */
+export function canonicalJson(value: unknown): string {
+  return encode(value, '', []);
+}
+
+function encode(value: unknown, keyName: string, ancestors: object[]): string {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      if (Number.isFinite(value)) return String(value);
+      throw new Unencodable(`${value} (JSON would turn it into null)`);
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'undefined':
+      throw new Unencodable('undefined (JSON would drop it or turn it into null)');
+    case 'bigint':
+      throw new Unencodable('a BigInt (JSON cannot encode it)');
+    case 'symbol':
+      throw new Unencodable('a symbol (JSON would drop it)');
+    case 'function':
+      throw new Unencodable('a function (JSON would drop it)');
+    default:
+      if (value === null) return 'null';
+      try {
+        return encodeObject(value as object, keyName, ancestors);
+      } catch (err) {
+        if (err instanceof Unencodable) throw err;
+        // A proxy trap or a getter threw while we looked at the object itself.
+        throw new Unencodable(`an object that could not be read (${errorText(err)})`);
+      }
+  }
+}
+
+function encodeObject(value: object, keyName: string, ancestors: object[]): string {
+  if (ancestors.includes(value)) throw new Unencodable('a reference back to one of its own containers (a cycle)');
+  if (ancestors.length >= MAX_DEPTH) throw new Unencodable(`nested more than ${MAX_DEPTH} levels deep`);
+
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') {
+    let replaced: unknown;
+    try {
+      replaced = toJSON.call(value, keyName);
+    } catch (err) {
+      throw new Unencodable(`an object whose toJSON() threw (${errorText(err)})`);
+    }
+    ancestors.push(value);
+    try {
+      return encode(replaced, keyName, ancestors);
+    } finally {
+      ancestors.pop();
+    }
+  }
+
+  ancestors.push(value);
+  try {
+    if (Array.isArray(value)) return encodeArray(value, ancestors);
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) throw new Unencodable(describeInstance(value, proto));
+    return encodePlainObject(value as Record<string, unknown>, ancestors);
+  } finally {
+    ancestors.pop();
+  }
+}
+
+function encodeArray(array: unknown[], ancestors: object[]): string {
+  let out = '[';
+  for (let i = 0; i < array.length; i++) {
+    try {
+      if (!(i in array)) throw new Unencodable('a hole in a sparse array (JSON would turn it into null)');
+      out += (i === 0 ? '' : ',') + encode(array[i], String(i), ancestors);
+    } catch (err) {
+      throw within(err, i);
+    }
+  }
+  return out + ']';
+}
+
+function encodePlainObject(object: Record<string, unknown>, ancestors: object[]): string {
+  const symbols = Object.getOwnPropertySymbols(object);
+  for (const s of symbols) {
+    if (Object.prototype.propertyIsEnumerable.call(object, s)) {
+      throw new Unencodable(`an object with a symbol key ${String(s)} (JSON would drop it)`);
+    }
+  }
+  const keys = Object.keys(object).sort();
+  let out = '{';
+  let first = true;
+  for (const k of keys) {
+    try {
+      const v = object[k];
+      // JSON leaves out a property whose value is undefined; so do we: `{a: 1, b: undefined}`
+      // and `{a: 1}` are the same call (an optional field left unset).
+      if (v === undefined) continue;
+      out += (first ? '' : ',') + JSON.stringify(k) + ':' + encode(v, k, ancestors);
+      first = false;
+    } catch (err) {
+      throw within(err, k);
+    }
+  }
+  return out + '}';
+}
+
+function within(err: unknown, segment: string | number): Unencodable {
+  const problem = err instanceof Unencodable ? err : new Unencodable(`a value that could not be read (${errorText(err)})`);
+  problem.segments.push(segment);
+  return problem;
+}
+
+function describeInstance(value: object, proto: object): string {
+  if (value instanceof Map) return 'a Map (JSON would turn it into {})';
+  if (value instanceof Set) return 'a Set (JSON would turn it into {})';
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+    return `a ${proto.constructor?.name ?? 'typed array'} (JSON would flatten it)`;
+  }
+  if (value instanceof Promise) return 'a Promise (await it before the call)';
+  const name = typeof proto.constructor === 'function' && proto.constructor.name ? proto.constructor.name : 'an unnamed class';
+  return `an instance of ${name} without toJSON() (JSON would keep only its own fields, not its type)`;
+}
+
+function errorText(err: unknown): string {
+  try {
+    return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  } catch {
+    return 'an unprintable error';
+  }
+}

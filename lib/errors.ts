@@ -1,0 +1,46 @@
+/**
+ * The errors a wrapped call can throw. Each has a stable `code` that tools can branch
+ * on without `instanceof` (which breaks across duplicated installs of the package).
+ */
+
+export class IdempotencyError extends Error {
+  readonly code: string = 'IDEMPOTENCY_ERROR';
+  /** The idempotency key of the call, when there is one. */
+  readonly key: string | undefined;
+
+  constructor(message: string, options?: { key?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.key = options?.key;
+  }
+}
+
+/** `onDuplicate: 'raise'` and the key is held by a live in-flight call. */
+export class DuplicateInFlightError extends IdempotencyError {
+  override readonly code = 'DUPLICATE_IN_FLIGHT';
+}
+
+/** `onDuplicate: 'block'` waited `pollTimeoutMs` and the in-flight call had not finished. */
+export class InFlightTimeoutError extends IdempotencyError {
+  override readonly code = 'IN_FLIGHT_TIMEOUT';
+}
+
+/** The key is held by a record of another function or other arguments. */
+export class KeyMismatchError extends IdempotencyError {
+  override readonly code = 'KEY_MISMATCH';
+}
+
+/** The store could not be opened, read or written. The wrapped function did not run. */
+export class StoreError extends IdempotencyError {
+  override readonly code = 'STORE_ERROR';
+}
+
+/** Wraps whatever a store threw in a `StoreError` (keeping it as `cause`). */
+export function asStoreError(err: unknown, key?: string): StoreError {
+  if (err instanceof StoreError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new StoreError(message.startsWith('idempotent-tools') ? message : `idempotent-tools: ${message}`, {
+    key,
+    cause: err,
+  });
+}

@@ -1,0 +1,56 @@
+/**
+ * What happened to each call, for logs and metrics: published on the
+ * `node:diagnostics_channel` channel `idempotent-tools:call` and passed to the
+ * `onEvent` option. Building an event costs nothing when nobody listens.
+ */
+
+import diagnostics_channel from 'node:diagnostics_channel';
+
+export type IdempotencyEventType =
+  /** `fn` ran and its result was recorded. */
+  | 'executed'
+  /** A stored result was returned; `fn` did not run. */
+  | 'replayed'
+  /** `fn` threw; the record is `failed` and the next call runs again. */
+  | 'failed'
+  /** The key was held by a live call (`raise` threw, `block` started waiting). */
+  | 'in-flight'
+  /** This call took over a record whose owner's lease had run out. */
+  | 'taken-over'
+  /** `fn` ran, but another caller took the record over meanwhile: its result was not recorded. */
+  | 'lease-lost'
+  /** The key was held by a record of other arguments. */
+  | 'key-mismatch'
+  /** The store failed. */
+  | 'store-error';
+
+export interface IdempotencyEvent {
+  type: IdempotencyEventType;
+  key: string;
+  name: string;
+  /** Milliseconds from the start of the call. */
+  durationMs: number;
+  /** The record's attempt count, when known. */
+  attempts?: number;
+  error?: unknown;
+}
+
+export const CHANNEL_NAME = 'idempotent-tools:call';
+export const channel = diagnostics_channel.channel(CHANNEL_NAME);
+
+export type EventSink = ((event: IdempotencyEvent) => void) | undefined;
+
+export function listening(onEvent: EventSink): boolean {
+  return onEvent !== undefined || channel.hasSubscribers;
+}
+
+export function publish(onEvent: EventSink, event: IdempotencyEvent): void {
+  if (channel.hasSubscribers) channel.publish(event);
+  if (onEvent !== undefined) {
+    try {
+      onEvent(event);
+    } catch {
+      // A listener's bug must not change what the call does.
+    }
+  }
+}

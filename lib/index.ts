@@ -1,0 +1,31 @@
+/**
+ * idempotent-tools: wrap a side-effecting tool so that a retried, replayed or resumed
+ * call returns the first call's stored result instead of running again.
+ */
+
+export { idempotent } from './idempotent.js';
+export type { IdempotentFunction } from './idempotent.js';
+export type { IdempotentOptions, OnDuplicate } from './options.js';
+export { currentKey } from './call-context.js';
+export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
+export type { SqliteStoreOptions } from './sqlite-store.js';
+export {
+  IdempotencyError,
+  DuplicateInFlightError,
+  InFlightTimeoutError,
+  KeyMismatchError,
+  StoreError,
+} from './errors.js';
+export { CHANNEL_NAME } from './events.js';
+export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
+export type {
+  Store,
+  IdempotencyRecord,
+  RecordStatus,
+  RecordError,
+  AcquireRequest,
+  AcquireResult,
+  SettleRequest,
+  ListOptions,
+  StoreStats,
+} from './store.js';

@@ -1,0 +1,169 @@
+/**
+ * What SqliteStore and RedisStore share: they forward to their native half, turn its
+ * JSON text into parsed records, and turn its failures into `StoreError`. The native
+ * half is opened asynchronously (never blocking the JavaScript thread); a failure to
+ * open surfaces as a `StoreError` on the first call, or from `ready()`.
+ */
+
+import { asStoreError } from './errors.js';
+import type * as native from './native.js';
+import type {
+  AcquireRequest,
+  AcquireResult,
+  IdempotencyRecord,
+  ListOptions,
+  RecordStatus,
+  SettleRequest,
+  Store,
+  StoreStats,
+} from './store.js';
+
+/** The methods both native stores export (see src/sqlite/mod.rs and src/redis_store/). */
+export interface NativeStore {
+  readonly path: string;
+  acquire(request: native.AcquireRequest): Promise<native.AcquireOutcome>;
+  renew(key: string, token: string, leaseMs: number): Promise<boolean>;
+  complete(request: native.SettleRequest): Promise<boolean>;
+  fail(request: native.SettleRequest): Promise<boolean>;
+  release(key: string): Promise<boolean>;
+  clear(key?: string | null): Promise<number>;
+  prune(): Promise<number>;
+  get(key: string): Promise<native.NativeRecord | null>;
+  listRecords(status?: string | null, limit?: number | null): Promise<native.NativeRecord[]>;
+  stats(): Promise<native.NativeStats>;
+  close(): Promise<void>;
+  peekCompleted?(key: string): native.NativeRecord | null;
+}
+
+export function toRecord(r: native.NativeRecord): IdempotencyRecord {
+  return {
+    key: r.key,
+    name: r.name,
+    status: r.status as RecordStatus,
+    result: r.result == null ? undefined : JSON.parse(r.result),
+    error: r.error == null ? null : JSON.parse(r.error),
+    attempts: r.attempts,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+    expiresAt: r.expiresAt ?? null,
+    fingerprint: r.fingerprint,
+    leaseExpiresAt: r.leaseExpiresAt ?? null,
+  };
+}
+
+function toSettle(r: SettleRequest): native.SettleRequest {
+  return {
+    key: r.key,
+    token: r.token,
+    result: r.resultJson,
+    error: r.error === undefined ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message }),
+    ttlMs: r.ttlMs,
+  };
+}
+
+export abstract class NativeBackedStore implements Store {
+  #native: NativeStore | undefined;
+  #opening: Promise<NativeStore>;
+  #closed = false;
+
+  protected constructor(open: () => Promise<NativeStore>) {
+    this.#opening = open().then((n) => {
+      this.#native = n;
+      return n;
+    });
+    // The failure is reported to whoever calls next (or ready()), not as an unhandled rejection.
+    this.#opening.catch(() => {});
+  }
+
+  /** True after `close()`. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Resolves once the store is open; rejects with the `StoreError` that opening gave. */
+  async ready(): Promise<void> {
+    await this.#use();
+  }
+
+  async #use(key?: string): Promise<NativeStore> {
+    if (this.#closed) throw asStoreError(new Error('the store is closed'), key);
+    try {
+      return this.#native ?? (await this.#opening);
+    } catch (err) {
+      throw asStoreError(err, key);
+    }
+  }
+
+  async #call<T>(key: string | undefined, op: (n: NativeStore) => Promise<T>): Promise<T> {
+    const n = await this.#use(key);
+    try {
+      return await op(n);
+    } catch (err) {
+      throw asStoreError(err, key);
+    }
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const out = await this.#call(request.key, (n) => n.acquire(request));
+    if (out.acquired) return { acquired: true, token: out.token!, attempts: out.attempts, takenOver: out.takenOver };
+    return { acquired: false, record: toRecord(out.record!) };
+  }
+
+  renew(key: string, token: string, leaseMs: number): Promise<boolean> {
+    return this.#call(key, (n) => n.renew(key, token, leaseMs));
+  }
+
+  complete(request: SettleRequest): Promise<boolean> {
+    return this.#call(request.key, (n) => n.complete(toSettle(request)));
+  }
+
+  fail(request: SettleRequest): Promise<boolean> {
+    return this.#call(request.key, (n) => n.fail(toSettle(request)));
+  }
+
+  release(key: string): Promise<boolean> {
+    return this.#call(key, (n) => n.release(key));
+  }
+
+  clear(key?: string): Promise<number> {
+    return this.#call(key, (n) => n.clear(key ?? null));
+  }
+
+  prune(): Promise<number> {
+    return this.#call(undefined, (n) => n.prune());
+  }
+
+  async get(key: string): Promise<IdempotencyRecord | null> {
+    const r = await this.#call(key, (n) => n.get(key));
+    return r ? toRecord(r) : null;
+  }
+
+  async listRecords(options: ListOptions = {}): Promise<IdempotencyRecord[]> {
+    const rows = await this.#call(undefined, (n) => n.listRecords(options.status ?? null, options.limit ?? null));
+    return rows.map(toRecord);
+  }
+
+  async stats(): Promise<StoreStats> {
+    const s = await this.#call(undefined, (n) => n.stats());
+    return { ...s, oldestPendingAt: s.oldestPendingAt ?? null, sizeBytes: s.sizeBytes ?? null };
+  }
+
+  peekCompleted(key: string): IdempotencyRecord | null {
+    const n = this.#native;
+    if (n === undefined || this.#closed || n.peekCompleted === undefined) return null;
+    const r = n.peekCompleted(key);
+    return r ? toRecord(r) : null;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    let n: NativeStore;
+    try {
+      n = await this.#opening;
+    } catch {
+      return; // never opened: nothing to close
+    }
+    await n.close();
+  }
+}

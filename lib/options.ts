@@ -1,0 +1,128 @@
+/** The options of `idempotent()`, checked once at wrap time so that a typo fails at startup. */
+
+import type { EventSink, IdempotencyEvent } from './events.js';
+import type { Store } from './store.js';
+
+export type OnDuplicate = 'raise' | 'block' | 'retry';
+
+export interface IdempotentOptions<A extends unknown[] = unknown[]> {
+  /** Where records live. Default: `defaultStore()` (opened on the first call). */
+  store?: Store;
+  /** The function's name in keys and records. Default: `fn.name`. */
+  name?: string;
+  /** A record older than this counts as never seen, whatever its status. Default: never expires. */
+  ttlMs?: number;
+  /** What a call does when its key is in flight. Default `'raise'`. */
+  onDuplicate?: OnDuplicate;
+  /** How often `'block'` looks again (a waiter in the owner's process is woken at once). Default 200. */
+  pollIntervalMs?: number;
+  /** How long `'block'` waits before `InFlightTimeoutError`. Default 30000. */
+  pollTimeoutMs?: number;
+  /** How long a claim lives without renewal; renewed every third of it while `fn` runs. Default 30000. */
+  leaseMs?: number;
+  /** An explicit key from the arguments. */
+  key?: (...args: A) => string;
+  /** A scope (thread, run, tool call) mixed into the derived key. */
+  context?: (...args: A) => unknown;
+  /** The part of the arguments that identifies the call (default: all of them). */
+  payload?: (...args: A) => unknown;
+  /** Called with every call's outcome (see README, "Events"). */
+  onEvent?: (event: IdempotencyEvent) => void;
+}
+
+export interface Config<A extends unknown[]> {
+  name: string;
+  store: Store | undefined;
+  ttlMs: number | undefined;
+  onDuplicate: OnDuplicate;
+  pollIntervalMs: number;
+  pollTimeoutMs: number;
+  leaseMs: number;
+  key: ((...args: A) => string) | undefined;
+  context: ((...args: A) => unknown) | undefined;
+  payload: ((...args: A) => unknown) | undefined;
+  onEvent: EventSink;
+}
+
+const NAMES = [
+  'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs',
+  'leaseMs', 'key', 'context', 'payload', 'onEvent',
+] as const;
+const KNOWN = new Set<string>(NAMES);
+const ON_DUPLICATE = new Set(['raise', 'block', 'retry']);
+
+function fail(option: string, what: string, Kind: typeof TypeError | typeof RangeError = TypeError): never {
+  throw new Kind(`idempotent(): option "${option}" ${what}`);
+}
+
+function time(options: Record<string, unknown>, option: string, fallback: number | undefined, allowZero: boolean) {
+  const value = options[option];
+  if (value === undefined || value === null) return fallback;
+  if (typeof value !== 'number') fail(option, `must be a number of milliseconds, not ${typeof value}`);
+  if (!Number.isFinite(value)) fail(option, `must be finite, not ${value}`, RangeError);
+  if (value < 0 || (!allowZero && value === 0)) {
+    fail(option, `must be ${allowZero ? '>= 0' : '> 0'} milliseconds, not ${value}`, RangeError);
+  }
+  return value;
+}
+
+function optionalFunction<F>(options: Record<string, unknown>, option: string): F | undefined {
+  const value = options[option];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') fail(option, `must be a function, not ${value === null ? 'null' : typeof value}`);
+  return value as F;
+}
+
+export function resolveOptions<A extends unknown[]>(fn: unknown, options: IdempotentOptions<A> | undefined): Config<A> {
+  if (typeof fn !== 'function') {
+    throw new TypeError(`idempotent(fn): fn must be a function, not ${fn === null ? 'null' : typeof fn}`);
+  }
+  if (options === undefined) options = {};
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('idempotent(fn, options): options must be an object');
+  }
+  const o = options as Record<string, unknown>;
+  for (const option of Object.keys(o)) {
+    if (!KNOWN.has(option)) fail(option, `is not an option; the options are ${NAMES.join(', ')}`);
+  }
+
+  const name = o.name ?? fn.name;
+  if (o.name !== undefined && (typeof o.name !== 'string' || o.name.length === 0)) {
+    fail('name', 'must be a non-empty string');
+  }
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new TypeError(
+      'idempotent(fn): fn is anonymous; give it a name (function chargeCard() {}) or pass the "name" option. ' +
+        'The name is part of every key: two functions must not share one.',
+    );
+  }
+
+  const store = o.store as Store | undefined;
+  if (store !== undefined) {
+    const missing = ['acquire', 'complete', 'fail'].filter(
+      (m) => store === null || typeof (store as unknown as Record<string, unknown>)[m] !== 'function',
+    );
+    if (store === null || typeof store !== 'object' || missing.length > 0) {
+      fail('store', `must implement the store interface (missing: ${missing.join(', ') || 'an object'})`);
+    }
+  }
+
+  const onDuplicate = o.onDuplicate ?? 'raise';
+  if (typeof onDuplicate !== 'string' || !ON_DUPLICATE.has(onDuplicate)) {
+    fail('onDuplicate', `must be 'raise', 'block' or 'retry', not ${JSON.stringify(onDuplicate)}`);
+  }
+
+  return {
+    name,
+    store,
+    ttlMs: time(o, 'ttlMs', undefined, false),
+    onDuplicate: onDuplicate as OnDuplicate,
+    pollIntervalMs: time(o, 'pollIntervalMs', 200, false)!,
+    pollTimeoutMs: time(o, 'pollTimeoutMs', 30_000, true)!,
+    leaseMs: time(o, 'leaseMs', 30_000, false)!,
+    key: optionalFunction(o, 'key'),
+    context: optionalFunction(o, 'context'),
+    payload: optionalFunction(o, 'payload'),
+    onEvent: optionalFunction(o, 'onEvent'),
+  };
+}

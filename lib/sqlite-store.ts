@@ -1,0 +1,78 @@
+/** The embedded store: one SQLite file, safe for many calls, threads and processes on one host. */
+
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+import { NativeSqliteStore } from './native.js';
+import { NativeBackedStore } from './native-store.js';
+
+export interface SqliteStoreOptions {
+  /** The store file. Default: `IDEMPOTENT_TOOLS_DB`, else `~/.idempotent_tools/store.db`. */
+  path?: string;
+  /**
+   * `'full'` (default): every commit is fsynced before the call's promise resolves, so a
+   * result once seen survives even a power cut. `'normal'`: survives a process crash,
+   * but a power cut or OS crash can lose the last completions (their calls would run
+   * again). Concurrent calls share one commit either way.
+   */
+  durability?: 'full' | 'normal';
+  /** How long a write waits for another process's lock before failing. Default 5000. */
+  busyTimeoutMs?: number;
+}
+
+const OPTIONS = new Set(['path', 'durability', 'busyTimeoutMs']);
+
+export function defaultStorePath(): string {
+  return process.env.IDEMPOTENT_TOOLS_DB || join(homedir(), '.idempotent_tools', 'store.db');
+}
+
+export class SqliteStore extends NativeBackedStore {
+  /** The absolute path of the store file. */
+  readonly path: string;
+  readonly durability: 'full' | 'normal';
+
+  constructor(options: SqliteStoreOptions = {}) {
+    const checked = checkOptions(options);
+    super(() => NativeSqliteStore.open(checked));
+    this.path = checked.path;
+    this.durability = checked.durability;
+  }
+}
+
+function checkOptions(options: SqliteStoreOptions) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('SqliteStore: options must be an object such as { path: "./store.db" }');
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTIONS.has(name)) {
+      throw new TypeError(`SqliteStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
+    }
+  }
+  const { path = defaultStorePath(), durability = 'full', busyTimeoutMs = 5000 } = options;
+  if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
+    throw new TypeError('SqliteStore: path must be a non-empty file path string');
+  }
+  if (durability !== 'full' && durability !== 'normal') {
+    throw new TypeError(`SqliteStore: durability must be 'full' or 'normal', not ${JSON.stringify(durability)}`);
+  }
+  if (typeof busyTimeoutMs !== 'number' || !Number.isFinite(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new RangeError(`SqliteStore: busyTimeoutMs must be a finite number >= 0, not ${String(busyTimeoutMs)}`);
+  }
+  return { path: resolve(path), durability, busyTimeoutMs } as const;
+}
+
+const defaults = new Map<string, SqliteStore>();
+
+/**
+ * The process-wide store at `IDEMPOTENT_TOOLS_DB` or `~/.idempotent_tools/store.db`
+ * (read when called). Every call with the same path returns the same store.
+ */
+export function defaultStore(): SqliteStore {
+  const path = resolve(defaultStorePath());
+  let store = defaults.get(path);
+  if (store === undefined || store.closed) {
+    store = new SqliteStore({ path });
+    defaults.set(path, store);
+  }
+  return store;
+}

@@ -1,0 +1,97 @@
+/**
+ * The store interface. Every store, built in or written by a user, implements it; the
+ * wrapper (`idempotent.ts`) holds no store-specific code. `acquire` must be one atomic
+ * step: callers racing on one key, in one process or many, get exactly one winner.
+ */
+
+export type RecordStatus = 'pending' | 'completed' | 'failed';
+
+export interface RecordError {
+  name: string;
+  message: string;
+}
+
+/** One key's record, as `get` and `listRecords` return it. Times are epoch ms. */
+export interface IdempotencyRecord {
+  key: string;
+  name: string;
+  status: RecordStatus;
+  /** The stored result, parsed (a fresh copy on every read); `undefined` if `fn` returned it. */
+  result: unknown;
+  /** For `failed`: the thrown error's name and message. For `completed`: set only when
+   * the result could not be stored (then replays throw a `TypeError` with this message). */
+  error: RecordError | null;
+  attempts: number;
+  createdAt: number;
+  updatedAt: number;
+  expiresAt: number | null;
+  /** SHA-256 of the function's name and arguments: a key reused for other arguments is refused. */
+  fingerprint: string;
+  /** While `pending`: when the owner's claim runs out unless renewed. */
+  leaseExpiresAt: number | null;
+}
+
+export interface AcquireRequest {
+  key: string;
+  name: string;
+  fingerprint: string;
+  leaseMs: number;
+  ttlMs?: number;
+  /** `onDuplicate: 'retry'`: claim even a pending record whose lease is alive. */
+  force: boolean;
+}
+
+export type AcquireResult =
+  | { acquired: true; token: string; attempts: number; takenOver: boolean }
+  | { acquired: false; record: IdempotencyRecord };
+
+export interface SettleRequest {
+  key: string;
+  /** The fencing token `acquire` returned; a settle under any other token is refused. */
+  token: string;
+  /** The result as canonical JSON text; absent when `fn` returned `undefined`. */
+  resultJson?: string;
+  error?: RecordError;
+  ttlMs?: number;
+}
+
+export interface ListOptions {
+  status?: RecordStatus;
+  limit?: number;
+}
+
+export interface StoreStats {
+  pending: number;
+  completed: number;
+  failed: number;
+  expired: number;
+  oldestPendingAt: number | null;
+  sizeBytes: number | null;
+}
+
+export interface Store {
+  /** The key's record, or null when there is none or it has expired. */
+  get(key: string): Promise<IdempotencyRecord | null>;
+  /** Atomically claims the key (see the claim table in the README), or returns the record in the way. */
+  acquire(request: AcquireRequest): Promise<AcquireResult>;
+  /** Marks the claim `completed`; false if `token` no longer holds the record. */
+  complete(request: SettleRequest): Promise<boolean>;
+  /** Marks the claim `failed`; false if `token` no longer holds the record. */
+  fail(request: SettleRequest): Promise<boolean>;
+  /** Extends the claim's lease; false if `token` no longer holds the record. Optional:
+   * without it the wrapper cannot renew, so `leaseMs` must outlast every call. */
+  renew?(key: string, token: string, leaseMs: number): Promise<boolean>;
+  listRecords(options?: ListOptions): Promise<IdempotencyRecord[]>;
+  /** Deletes one record, or all; returns how many. */
+  clear(key?: string): Promise<number>;
+  close(): Promise<void>;
+  /** Optional: a completed, unexpired record read synchronously without waiting on
+   * anything, or null. Lets a replay skip the async round trip. */
+  peekCompleted?(key: string): IdempotencyRecord | null;
+  /** Optional (CLI `release`): turns a stuck pending record into `failed`. */
+  release?(key: string): Promise<boolean>;
+  /** Optional (CLI `prune`): deletes expired records; returns how many. */
+  prune?(): Promise<number>;
+  /** Optional (CLI `stats`). */
+  stats?(): Promise<StoreStats>;
+}
