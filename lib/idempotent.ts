@@ -18,7 +18,7 @@ import * as native from './native.js';
 import { type Config, type IdempotentOptions, resolveOptions } from './options.js';
 import { defaultStore } from './sqlite-store.js';
 import type { AcquireResult, IdempotencyRecord, RecordError, Store } from './store.js';
-import { notify, waitForChange } from './wakeups.js';
+import { Watch, notify } from './wakeups.js';
 
 type Fn<A extends unknown[], R> = (...args: A) => R;
 
@@ -28,6 +28,8 @@ export type IdempotentFunction<A extends unknown[], R> = ((...args: A) => Promis
   /** The key that a call with these arguments would use. */
   keyFor(...args: A): string;
 };
+
+type Emit = (type: IdempotencyEventType, extra?: Partial<IdempotencyEvent>) => void;
 
 interface Identity {
   key: string;
@@ -127,7 +129,7 @@ async function runCall<A extends unknown[], R>(
 ): Promise<Awaited<R>> {
   const startedAt = listening(c.onEvent) ? performance.now() : 0;
   const { key, fingerprint } = identify(c, explicitKey, args);
-  const emit = (type: IdempotencyEventType, extra?: Partial<IdempotencyEvent>) => {
+  const emit: Emit = (type, extra) => {
     if (listening(c.onEvent)) {
       publish(c.onEvent, { type, key, name: c.name, durationMs: performance.now() - startedAt, ...extra });
     }
@@ -139,6 +141,25 @@ async function runCall<A extends unknown[], R>(
   const peeked = store.peekCompleted?.(key);
   if (peeked) return replay<R>(c, peeked, fingerprint, emit);
 
+  // 'block' subscribes to in-process settles before its first look at the store.
+  const watch = c.onDuplicate === 'block' ? new Watch(store, key) : undefined;
+  try {
+    return await claimOrWait(c, store, fn, args, key, fingerprint, watch, emit);
+  } finally {
+    watch?.close();
+  }
+}
+
+async function claimOrWait<A extends unknown[], R>(
+  c: Config<A>,
+  store: Store,
+  fn: Fn<A, R>,
+  args: A,
+  key: string,
+  fingerprint: string,
+  watch: Watch | undefined,
+  emit: Emit,
+): Promise<Awaited<R>> {
   const deadline = Date.now() + c.pollTimeoutMs;
   let waited = false;
   for (;;) {
@@ -165,7 +186,7 @@ async function runCall<A extends unknown[], R>(
       return replay<R>(c, record, fingerprint, emit);
     }
     if (!waited) emit('in-flight', { attempts: record.attempts });
-    if (c.onDuplicate === 'raise') {
+    if (watch === undefined) {
       throw new DuplicateInFlightError(
         `idempotent-tools: a call of "${c.name}" with key ${key} is already in flight; ` +
           'retry later, or wrap with onDuplicate: "block" to wait for its result',
@@ -181,7 +202,7 @@ async function runCall<A extends unknown[], R>(
       );
     }
     waited = true;
-    await waitForChange(store, key, Math.min(c.pollIntervalMs, left));
+    await watch.wait(Math.min(c.pollIntervalMs, left));
   }
 }
 
@@ -189,7 +210,7 @@ function replay<R>(
   c: Config<never>,
   record: IdempotencyRecord,
   fingerprint: string,
-  emit: (type: IdempotencyEventType, extra?: Partial<IdempotencyEvent>) => void,
+  emit: Emit,
 ): Awaited<R> {
   if (record.fingerprint !== fingerprint) {
     emit('key-mismatch', { attempts: record.attempts });
@@ -225,7 +246,7 @@ async function execute<A extends unknown[], R>(
   key: string,
   token: string,
   attempts: number,
-  emit: (type: IdempotencyEventType, extra?: Partial<IdempotencyEvent>) => void,
+  emit: Emit,
 ): Promise<Awaited<R>> {
   const lease = keepLease(store, key, token, c.leaseMs);
   let value: Awaited<R>;

@@ -2,31 +2,67 @@
  * In-process wake-ups for `onDuplicate: 'block'`. A waiter in the same process as the
  * key's owner is woken the moment the owner settles; a waiter whose owner is another
  * process finds out on its next poll.
+ *
+ * A waiter subscribes *before* it asks the store, so a settle that lands between the
+ * store's answer ("pending") and the wait is not lost: the subscription has already
+ * seen it, and the wait returns at once.
  */
 
-const waiting = new WeakMap<object, Map<string, Set<() => void>>>();
+const watching = new WeakMap<object, Map<string, Set<Watch>>>();
 
-/** Resolves when `notify(store, key)` is called or after `ms`, whichever comes first. */
-export function waitForChange(store: object, key: string, ms: number): Promise<void> {
-  let byKey = waiting.get(store);
-  if (byKey === undefined) waiting.set(store, (byKey = new Map()));
-  let wakers = byKey.get(key);
-  if (wakers === undefined) byKey.set(key, (wakers = new Set()));
-  const set = wakers;
-  return new Promise<void>((resolve) => {
-    const wake = () => {
-      clearTimeout(timer);
-      set.delete(wake);
-      if (set.size === 0 && byKey!.get(key) === set) byKey!.delete(key);
-      resolve();
-    };
-    const timer = setTimeout(wake, ms);
-    set.add(wake);
-  });
+export class Watch {
+  #changed = false;
+  #wake: (() => void) | undefined;
+
+  constructor(
+    private readonly store: object,
+    private readonly key: string,
+  ) {
+    let byKey = watching.get(store);
+    if (byKey === undefined) watching.set(store, (byKey = new Map()));
+    let set = byKey.get(key);
+    if (set === undefined) byKey.set(key, (set = new Set()));
+    set.add(this);
+  }
+
+  /** Called by `notify`: the key's record changed. */
+  changed(): void {
+    this.#changed = true;
+    this.#wake?.();
+  }
+
+  /** Resolves when the key changes (or already has since the last wait), or after `ms`. */
+  wait(ms: number): Promise<void> {
+    if (this.#changed) {
+      this.#changed = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.#wake = undefined;
+        self.#changed = false;
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  /** Stops watching; must be called when the waiter is done. */
+  close(): void {
+    const byKey = watching.get(this.store);
+    const set = byKey?.get(this.key);
+    if (set === undefined) return;
+    set.delete(this);
+    if (set.size === 0) byKey!.delete(this.key);
+  }
 }
 
+/** The key's record was settled in this process: wake everyone watching it. */
 export function notify(store: object, key: string): void {
-  const wakers = waiting.get(store)?.get(key);
-  if (wakers === undefined) return;
-  for (const wake of [...wakers]) wake();
+  const set = watching.get(store)?.get(key);
+  if (set === undefined) return;
+  for (const w of [...set]) w.changed();
 }

@@ -1,0 +1,64 @@
+/**
+ * The Redis (or Valkey) store, for many processes and hosts. Every record is one Redis
+ * hash under `prefix`; acquire, renew, complete and fail are each one Lua script on one
+ * key, timed by the server's clock. The connection is opened on first use and
+ * re-established after an outage; nothing waits longer than the timeouts.
+ */
+
+import * as native from './native.js';
+import { NativeBackedStore, type NativeStore } from './native-store.js';
+
+export interface RedisStoreOptions {
+  /** `redis://[user:password@]host:port/db`, or `rediss://` for TLS. Default `redis://127.0.0.1:6379`. */
+  url?: string;
+  /** Prefix of every record's Redis key. Default `idempotent-tools:`. */
+  prefix?: string;
+  /** How long to wait for a connection before failing with `StoreError`. Default 2000. */
+  connectTimeoutMs?: number;
+  /** How long to wait for one command's reply before failing with `StoreError`. Default 5000. */
+  commandTimeoutMs?: number;
+}
+
+const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs']);
+
+type NativeRedisCtor = new (options: {
+  url: string;
+  prefix?: string;
+  connectTimeoutMs?: number;
+  commandTimeoutMs?: number;
+}) => NativeStore;
+
+export class RedisStore extends NativeBackedStore {
+  /** The server's URL with any password replaced by `***`. */
+  readonly path: string;
+
+  constructor(options: RedisStoreOptions = {}) {
+    const checked = checkOptions(options);
+    const Native = (native as unknown as { NativeRedisStore: NativeRedisCtor }).NativeRedisStore;
+    const store = new Native(checked);
+    super(async () => store);
+    this.path = store.path;
+  }
+}
+
+function checkOptions(options: RedisStoreOptions) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('RedisStore: options must be an object such as { url: "redis://127.0.0.1:6379" }');
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTIONS.has(name)) {
+      throw new TypeError(`RedisStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
+    }
+  }
+  const { url = 'redis://127.0.0.1:6379', prefix, connectTimeoutMs, commandTimeoutMs } = options;
+  if (typeof url !== 'string' || !/^rediss?:\/\//.test(url)) {
+    throw new TypeError('RedisStore: url must be a redis:// or rediss:// URL string');
+  }
+  if (prefix !== undefined && typeof prefix !== 'string') throw new TypeError('RedisStore: prefix must be a string');
+  for (const [name, value] of [['connectTimeoutMs', connectTimeoutMs], ['commandTimeoutMs', commandTimeoutMs]] as const) {
+    if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)) {
+      throw new RangeError(`RedisStore: ${name} must be a finite number of milliseconds > 0`);
+    }
+  }
+  return { url, prefix, connectTimeoutMs, commandTimeoutMs };
+}

@@ -1,0 +1,333 @@
+/**
+ * The store conformance suite: every row of the semantics table, run through
+ * `idempotent()` against a real store. The built-in stores run it in this package's
+ * tests; the author of a custom store runs it against theirs:
+ *
+ *   import { describe, it } from 'vitest';            // or node:test, or jest
+ *   import { storeConformance } from 'idempotent-tools/testing';
+ *   storeConformance({ describe, it }, { name: 'MyStore', makeStore: () => new MyStore(...) });
+ *
+ * `makeStore` must return a new, empty store each time (a new file, a new prefix).
+ * Assertions use node:assert, so any runner's describe/it will do.
+ */
+
+import assert from 'node:assert/strict';
+
+import { currentKey } from './call-context.js';
+import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError } from './errors.js';
+import { idempotent } from './idempotent.js';
+import type { Store } from './store.js';
+
+type Body = () => Promise<void>;
+export interface Runner {
+  describe: (name: string, body: () => void) => unknown;
+  it: (name: string, body: Body, timeoutMs?: number) => unknown;
+}
+
+export interface ConformanceTarget {
+  name: string;
+  makeStore: () => Store | Promise<Store>;
+}
+
+/** A promise and the functions that settle it: a gate a test opens when it chooses. */
+function gate<T = void>() {
+  let open!: (value: T) => void;
+  let fail!: (err: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    open = res;
+    fail = rej;
+  });
+  return { promise, open, fail };
+}
+
+/** Resolves once the wall clock has passed `epochMs` (for TTL and lease expiry). */
+async function clockPast(epochMs: number): Promise<void> {
+  while (Date.now() <= epochMs) {
+    await new Promise((r) => setTimeout(r, Math.max(1, epochMs - Date.now() + 1)));
+  }
+}
+
+export function storeConformance(runner: Runner, target: ConformanceTarget): void {
+  const { describe, it } = runner;
+  const withStore = (body: (store: Store) => Promise<void>): Body => async () => {
+    const store = await target.makeStore();
+    try {
+      await body(store);
+    } finally {
+      await store.close();
+    }
+  };
+
+  describe(`store conformance: ${target.name}`, () => {
+    it('a new key runs fn once, stores the result as completed, and returns it', withStore(async (store) => {
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string, cents: number) {
+        runs++;
+        return { id: `ch_${runs}`, order, cents };
+      }, { store });
+      assert.deepEqual(await charge('o-1', 500), { id: 'ch_1', order: 'o-1', cents: 500 });
+      const record = await store.get(charge.keyFor('o-1', 500));
+      assert.equal(record?.status, 'completed');
+      assert.equal(record?.attempts, 1);
+      assert.equal(record?.name, 'charge');
+      assert.deepEqual(record?.result, { id: 'ch_1', order: 'o-1', cents: 500 });
+      assert.equal(runs, 1);
+    }));
+
+    it('a completed key returns a fresh copy of the stored result and does not run fn', withStore(async (store) => {
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string) {
+        runs++;
+        return { order, tags: ['a'] };
+      }, { store });
+      await charge('o-2');
+      const replayed = await charge('o-2');
+      replayed.tags.push('mutated');
+      assert.deepEqual(await charge('o-2'), { order: 'o-2', tags: ['a'] });
+      assert.equal(runs, 1);
+    }));
+
+    it('sync functions, undefined results and falsy results are kept and replayed', withStore(async (store) => {
+      let runs = 0;
+      const values: unknown[] = [undefined, null, 0, '', false];
+      const pick = idempotent(function pick(i: number) {
+        runs++;
+        return values[i];
+      }, { store });
+      for (let i = 0; i < values.length; i++) {
+        assert.equal(await pick(i), values[i]);
+        assert.equal(await pick(i), values[i]);
+      }
+      assert.equal(runs, values.length);
+    }));
+
+    it('a record past ttlMs counts as never seen: fn runs again', withStore(async (store) => {
+      let runs = 0;
+      const send = idempotent(async function send(to: string) {
+        return `${to}#${++runs}`;
+      }, { store, ttlMs: 40 });
+      assert.equal(await send('ada'), 'ada#1');
+      assert.equal(await send('ada'), 'ada#1');
+      const record = await store.get(send.keyFor('ada'));
+      assert.ok(record?.expiresAt);
+      await clockPast(record.expiresAt);
+      assert.equal(await send('ada'), 'ada#2');
+      assert.equal(runs, 2);
+    }));
+
+    it('when fn throws: the error reaches the caller unchanged, the record is failed, and the next call runs', withStore(async (store) => {
+      let runs = 0;
+      class PaymentDeclined extends Error {
+        override name = 'PaymentDeclined';
+      }
+      const thrown = new PaymentDeclined('card declined');
+      const charge = idempotent(async function charge(order: string) {
+        runs++;
+        if (runs === 1) throw thrown;
+        return `charged ${order}`;
+      }, { store });
+      await assert.rejects(charge('o-3'), (err) => err === thrown);
+      const failed = await store.get(charge.keyFor('o-3'));
+      assert.equal(failed?.status, 'failed');
+      assert.deepEqual(failed?.error, { name: 'PaymentDeclined', message: 'card declined' });
+      assert.equal(await charge('o-3'), 'charged o-3');
+      assert.equal(runs, 2);
+      assert.equal((await store.get(charge.keyFor('o-3')))?.attempts, 2);
+    }));
+
+    it('a result that is not JSON data: completed, TypeError now and on every replay, never rerun', withStore(async (store) => {
+      let runs = 0;
+      const open = idempotent(async function open() {
+        runs++;
+        return { handle: () => 'socket' };
+      }, { store });
+      await assert.rejects(open(), (err: Error) => err instanceof TypeError && /result\.handle is a function/.test(err.message));
+      assert.equal((await store.get(open.keyFor()))?.status, 'completed');
+      await assert.rejects(open(), TypeError);
+      assert.equal(runs, 1);
+    }));
+
+    it("'raise': a call whose key is in flight throws DuplicateInFlightError at once", withStore(async (store) => {
+      let runs = 0;
+      const release = gate();
+      const slow = idempotent(async function slow(n: number) {
+        runs++;
+        await release.promise;
+        return n * 2;
+      }, { store });
+      const first = slow(21);
+      await waitUntilPending(store, slow.keyFor(21));
+      await assert.rejects(slow(21), (err: Error) => err instanceof DuplicateInFlightError && (err as DuplicateInFlightError).code === 'DUPLICATE_IN_FLIGHT');
+      release.open();
+      assert.equal(await first, 42);
+      assert.equal(runs, 1);
+    }));
+
+    it("'block': waits for the in-flight call and returns its result, woken as soon as it finishes", withStore(async (store) => {
+      let runs = 0;
+      const release = gate();
+      // A poll interval far longer than the test's timeout: only the in-process wake-up can finish it.
+      const slow = idempotent(async function slow(n: number) {
+        runs++;
+        await release.promise;
+        return { n };
+      }, { store, onDuplicate: 'block', pollIntervalMs: 600_000, pollTimeoutMs: 600_000 });
+      const first = slow(1);
+      await waitUntilPending(store, slow.keyFor(1));
+      const second = slow(1);
+      release.open();
+      assert.deepEqual(await second, { n: 1 });
+      assert.deepEqual(await first, { n: 1 });
+      assert.equal(runs, 1);
+    }));
+
+    it("'block': when the in-flight call fails, the waiter runs fn itself", withStore(async (store) => {
+      let runs = 0;
+      const release = gate();
+      const flaky = idempotent(async function flaky() {
+        runs++;
+        if (runs === 1) {
+          await release.promise;
+          throw new Error('first attempt failed');
+        }
+        return 'second attempt';
+      }, { store, onDuplicate: 'block', pollIntervalMs: 600_000 });
+      const first = flaky();
+      await waitUntilPending(store, flaky.keyFor());
+      const second = flaky();
+      release.open();
+      await assert.rejects(first, /first attempt failed/);
+      assert.equal(await second, 'second attempt');
+      assert.equal(runs, 2);
+    }));
+
+    it("'block': past pollTimeoutMs, InFlightTimeoutError", withStore(async (store) => {
+      const release = gate();
+      const slow = idempotent(async function slow() {
+        await release.promise;
+        return 1;
+      }, { store, onDuplicate: 'block', pollIntervalMs: 10, pollTimeoutMs: 50 });
+      const first = slow();
+      await waitUntilPending(store, slow.keyFor());
+      await assert.rejects(slow(), (err: Error) => err instanceof InFlightTimeoutError && (err as InFlightTimeoutError).code === 'IN_FLIGHT_TIMEOUT');
+      release.open();
+      assert.equal(await first, 1);
+    }));
+
+    it("'retry': runs again at once; the retry's result is the stored one; the first owner's completion is refused", withStore(async (store) => {
+      let runs = 0;
+      const release = gate();
+      const place = idempotent(async function place(order: string) {
+        const mine = ++runs;
+        if (mine === 1) await release.promise;
+        return `${order}:${mine}`;
+      }, { store, onDuplicate: 'retry' });
+      const first = place('o-9');
+      await waitUntilPending(store, place.keyFor('o-9'));
+      assert.equal(await place('o-9'), 'o-9:2');
+      release.open();
+      assert.equal(await first, 'o-9:1'); // its own caller still gets what its run returned
+      assert.equal(await place('o-9'), 'o-9:2');
+      const record = await store.get(place.keyFor('o-9'));
+      assert.equal(record?.result, 'o-9:2');
+      assert.equal(record?.attempts, 2);
+      assert.equal(runs, 2);
+    }));
+
+    it('a pending record whose lease ran out is taken over, counts the attempt, and fences out the old owner', withStore(async (store) => {
+      const key = `lease-${Math.random()}`;
+      const dead = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 30, force: false });
+      assert.ok(dead.acquired);
+      const held = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 30, force: false });
+      assert.equal(held.acquired, false);
+      const pending = await store.get(key);
+      assert.equal(pending?.status, 'pending');
+      await clockPast(pending!.leaseExpiresAt!);
+      const taker = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 60_000, force: false });
+      assert.ok(taker.acquired);
+      assert.equal(taker.takenOver, true);
+      assert.equal(taker.attempts, 2);
+      assert.equal(await store.complete({ key, token: dead.token, resultJson: '"stale"' }), false);
+      assert.equal(await store.fail({ key, token: dead.token, error: { name: 'E', message: 'stale' } }), false);
+      if (store.renew) assert.equal(await store.renew(key, dead.token, 60_000), false);
+      assert.equal(await store.complete({ key, token: taker.token, resultJson: '"fresh"' }), true);
+      assert.equal((await store.get(key))?.result, 'fresh');
+      assert.equal(await store.complete({ key, token: taker.token, resultJson: '"again"' }), false);
+    }));
+
+    it('a live owner keeps its lease by renewal while fn outlasts leaseMs', withStore(async (store) => {
+      let runs = 0;
+      const release = gate();
+      const long = idempotent(async function long() {
+        runs++;
+        await release.promise;
+        return 'done';
+      }, { store, leaseMs: 60 });
+      const first = long();
+      const key = long.keyFor();
+      await waitUntilPending(store, key);
+      const until = Date.now() + 240; // four leases
+      while (Date.now() < until) {
+        await assert.rejects(long(), DuplicateInFlightError);
+        await new Promise((r) => setTimeout(r, 15));
+      }
+      release.open();
+      assert.equal(await first, 'done');
+      assert.equal(runs, 1);
+      assert.equal((await store.get(key))?.attempts, 1);
+    }));
+
+    it('an explicit key reused with other arguments throws KeyMismatchError and runs nothing', withStore(async (store) => {
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string, cents: number) {
+        runs++;
+        return cents;
+      }, { store });
+      const refund = idempotent(async function refund(order: string, cents: number) {
+        runs++;
+        return -cents;
+      }, { store });
+      assert.equal(await charge.withKey('charge-order-42')('o-42', 100), 100);
+      assert.equal(await charge.withKey('charge-order-42')('o-42', 100), 100);
+      await assert.rejects(charge.withKey('charge-order-42')('o-42', 999), (err: Error) => err instanceof KeyMismatchError && (err as KeyMismatchError).code === 'KEY_MISMATCH');
+      await assert.rejects(refund.withKey('charge-order-42')('o-42', 100), KeyMismatchError);
+      assert.equal(runs, 1);
+      assert.equal((await store.get('charge-order-42'))?.key, 'charge-order-42');
+    }));
+
+    it('the key option stores under the string it returns; keyFor and currentKey agree', withStore(async (store) => {
+      const seen: Array<string | undefined> = [];
+      const send = idempotent(async function send(email: { id: string; to: string }) {
+        seen.push(currentKey());
+        return email.id;
+      }, { store, key: (email) => `email-${email.id}` });
+      assert.equal(send.keyFor({ id: '7', to: 'ada' }), 'email-7');
+      assert.equal(await send({ id: '7', to: 'ada' }), '7');
+      assert.deepEqual(seen, ['email-7']);
+      assert.equal(currentKey(), undefined);
+      assert.equal((await store.get('email-7'))?.status, 'completed');
+    }));
+
+    it('listRecords and clear see what the calls wrote', withStore(async (store) => {
+      const op = idempotent(async function op(n: number) {
+        return n;
+      }, { store });
+      await op(1);
+      await op(2);
+      assert.equal((await store.listRecords()).length, 2);
+      assert.equal(await store.clear(op.keyFor(1)), 1);
+      assert.equal(await store.get(op.keyFor(1)), null);
+      assert.equal(await store.clear(), 1);
+      assert.deepEqual(await store.listRecords(), []);
+    }));
+  });
+}
+
+/** Waits until the key's record is pending (the owner's claim is committed). */
+async function waitUntilPending(store: Store, key: string): Promise<void> {
+  for (;;) {
+    const record = await store.get(key);
+    if (record?.status === 'pending') return;
+    await new Promise((r) => setImmediate(r));
+  }
+}
