@@ -1,0 +1,110 @@
+// The SQLite file itself: permissions, foreign and corrupt files, unwritable paths.
+
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { lib, tempDir } from './helpers';
+
+const { idempotent, SqliteStore, StoreError } = lib;
+
+async function refusedWithoutRunning(store: InstanceType<typeof SqliteStore>, path: string, pattern: RegExp) {
+  let runs = 0;
+  const charge = idempotent(async function charge() {
+    runs++;
+  }, { store });
+  const err = await charge().then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(StoreError);
+  expect((err as InstanceType<typeof StoreError>).code).toBe('STORE_ERROR');
+  expect((err as Error).message).toContain(path);
+  expect((err as Error).message).toMatch(pattern);
+  expect(runs).toBe(0);
+  await expect(store.ready()).rejects.toBeInstanceOf(StoreError);
+}
+
+describe('SqliteStore files', () => {
+  it('creates missing folders 0700 and the file (and its WAL files) 0600, whatever the umask', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'a', 'b', 'store.db');
+    const old = process.umask(0o000);
+    try {
+      const store = new SqliteStore({ path });
+      await idempotent(async function write() { return 1; }, { store })();
+      expect(statSync(join(dir, 'a')).mode & 0o777).toBe(0o700);
+      expect(statSync(join(dir, 'a', 'b')).mode & 0o777).toBe(0o700);
+      for (const f of ['store.db', 'store.db-wal', 'store.db-shm']) {
+        expect(statSync(join(dir, 'a', 'b', f)).mode & 0o777).toBe(0o600);
+      }
+      await store.close();
+    } finally {
+      process.umask(old);
+    }
+  });
+
+  it('refuses a file that is not a database, naming it, and runs nothing', async () => {
+    const path = join(tempDir(), 'notes.db');
+    writeFileSync(path, 'these are my notes, not a database\n'.repeat(100));
+    await refusedWithoutRunning(new SqliteStore({ path }), path, /not an idempotent-tools store/);
+  });
+
+  it("refuses another program's SQLite database and leaves it unchanged", async () => {
+    const path = join(tempDir(), 'app.db');
+    const made = spawnSync('python3', ['-c', `import sqlite3; c = sqlite3.connect(${JSON.stringify(path)}); c.execute("create table users (id int)"); c.commit()`]);
+    expect(made.status).toBe(0);
+    const before = statSync(path);
+    await refusedWithoutRunning(new SqliteStore({ path }), path, /some other program/);
+    const after = statSync(path);
+    expect(after.size).toBe(before.size);
+    expect(after.mtimeMs).toBe(before.mtimeMs);
+  });
+
+  it('refuses a path it cannot create, naming it', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a-file'), '');
+    const path = join(dir, 'a-file', 'store.db'); // its "folder" is a file
+    await refusedWithoutRunning(new SqliteStore({ path }), path, /cannot/);
+  });
+
+  it('refuses a folder as the store file', async () => {
+    const path = join(tempDir(), 'folder.db');
+    mkdirSync(path);
+    await refusedWithoutRunning(new SqliteStore({ path }), path, /.+/);
+  });
+
+  it('checks its options when constructed', () => {
+    expect(() => new SqliteStore({ path: '' })).toThrow(TypeError);
+    expect(() => new SqliteStore({ durability: 'sometimes' as never })).toThrow(/durability/);
+    expect(() => new SqliteStore({ busyTimeoutMs: -1 })).toThrow(RangeError);
+    expect(() => new SqliteStore({ file: 'x' } as never)).toThrow(/unknown option "file"/);
+  });
+
+  it('defaultStore() uses IDEMPOTENT_TOOLS_DB, and is one store per path', async () => {
+    const path = join(tempDir(), 'env', 'store.db');
+    const old = process.env.IDEMPOTENT_TOOLS_DB;
+    process.env.IDEMPOTENT_TOOLS_DB = path;
+    try {
+      const store = lib.defaultStore();
+      expect(store.path).toBe(path);
+      expect(lib.defaultStore()).toBe(store);
+      let runs = 0;
+      const op = idempotent(async function op() { return ++runs; });
+      expect(await op()).toBe(1);
+      expect(await op()).toBe(1);
+      expect((await store.listRecords()).length).toBe(1);
+      await store.close();
+      expect(lib.defaultStore()).not.toBe(store); // a closed default is replaced
+    } finally {
+      if (old === undefined) delete process.env.IDEMPOTENT_TOOLS_DB;
+      else process.env.IDEMPOTENT_TOOLS_DB = old;
+    }
+  });
+
+  it('a closed store refuses calls with a StoreError', async () => {
+    const store = new SqliteStore({ path: join(tempDir(), 's.db') });
+    await store.close();
+    let runs = 0;
+    await expect(idempotent(async function op() { runs++; }, { store })()).rejects.toBeInstanceOf(StoreError);
+    expect(runs).toBe(0);
+  });
+});
