@@ -14,6 +14,9 @@ mod open;
 mod queries;
 mod writer;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
