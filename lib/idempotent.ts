@@ -12,6 +12,7 @@ import {
   StoreError,
   asStoreError,
 } from './errors.js';
+import { crashPoint } from './fault.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { keepLease } from './lease.js';
 import * as native from './native.js';
@@ -248,6 +249,7 @@ async function execute<A extends unknown[], R>(
   attempts: number,
   emit: Emit,
 ): Promise<Awaited<R>> {
+  crashPoint('after-acquire');
   const lease = keepLease(store, key, token, c.leaseMs);
   let value: Awaited<R>;
   try {
@@ -267,6 +269,7 @@ async function execute<A extends unknown[], R>(
     throw thrown;
   }
   lease.stop();
+  crashPoint('after-fn');
 
   let resultJson: string | undefined;
   let unstorable: RecordError | undefined;
@@ -298,6 +301,7 @@ async function execute<A extends unknown[], R>(
   } finally {
     notify(store, key);
   }
+  crashPoint('after-complete');
   emit(recorded ? 'executed' : 'lease-lost', { attempts });
   if (unstorable !== undefined) throw new TypeError(unstorable.message);
   return value;

@@ -1,0 +1,124 @@
+/**
+ * A real redis-server for the tests, on a free loopback port, that a test can kill and
+ * restart. When the binary is missing, REDIS_URL is used instead (and the tests that must
+ * stop the server fail, saying why); in CI a missing Redis is a failure, never a skip.
+ */
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createConnection, createServer } from 'node:net';
+
+export function hasRedisBinary(): boolean {
+  return spawnSync('redis-server', ['--version']).status === 0;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** Sends one inline command and resolves with the raw reply (for readiness and admin). */
+export function redisCommand(port: number, command: string, host = '127.0.0.1'): Promise<string> {
+  return new Promise((done, fail) => {
+    const socket = createConnection({ port, host });
+    let reply = '';
+    socket.setTimeout(2000, () => socket.destroy(new Error('redis did not answer')));
+    socket.on('connect', () => socket.write(`${command}\r\n`));
+    socket.on('data', (d) => {
+      reply += d;
+      if (reply.endsWith('\r\n')) {
+        socket.end();
+        done(reply.trim());
+      }
+    });
+    socket.on('error', fail);
+  });
+}
+
+export class RedisServer {
+  private child: ChildProcess | undefined;
+  private constructor(
+    readonly port: number,
+    private readonly extraArgs: string[],
+  ) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  static async start(extraArgs: string[] = []): Promise<RedisServer> {
+    if (!hasRedisBinary()) {
+      throw new Error('redis-server is not on the PATH: install it (apt-get install redis-server); the Redis tests need a server they can stop and restart');
+    }
+    const server = new RedisServer(await freePort(), extraArgs);
+    await server.launch();
+    return server;
+  }
+
+  private async launch(): Promise<void> {
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...this.extraArgs],
+      { stdio: 'ignore' },
+    );
+    this.child = child;
+    const exited = new Promise<never>((_, fail) =>
+      child.once('exit', (code) => fail(new Error(`redis-server exited with ${code} at start`))),
+    );
+    // Ready when it answers; the loop ends on the first answer or on the child's exit.
+    const ready = (async () => {
+      for (;;) {
+        try {
+          const reply = await redisCommand(this.port, 'PING');
+          if (/PONG|NOAUTH/.test(reply)) return;
+        } catch {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+    })();
+    await Promise.race([ready, exited]);
+    exited.catch(() => {});
+  }
+
+  /** Kills the server (SIGKILL: no goodbye to its clients) and waits for it to be gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await gone;
+    this.child = undefined;
+  }
+
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.launch();
+  }
+}
+
+let shared: Promise<{ url: string; stop: () => Promise<void> }> | undefined;
+
+/** One server for a whole test file: an own redis-server when possible, else REDIS_URL. */
+export function sharedRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
+  shared ??= (async () => {
+    if (hasRedisBinary()) {
+      const server = await RedisServer.start();
+      return { url: server.url, stop: () => server.kill() };
+    }
+    const url = process.env.REDIS_URL;
+    if (!url) throw new Error('no redis-server on the PATH and no REDIS_URL: the Redis tests cannot run');
+    return { url, stop: async () => {} };
+  })();
+  return shared;
+}
+
+let prefixes = 0;
+/** A prefix no other test uses, so tests sharing a server never see each other's records. */
+export function uniquePrefix(): string {
+  return `it-test:${process.pid}:${Date.now()}:${++prefixes}:`;
+}
