@@ -16,7 +16,13 @@ export const testing: typeof import('../dist/testing.js') = require(join(ROOT, '
 
 const dirs: string[] = [];
 afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const d of dirs) {
+    try {
+      rmSync(d, { recursive: true, force: true });
+    } catch {
+      // a mount point still in use: the mounting test's own afterAll unmounts it
+    }
+  }
 });
 
 /** A new temp folder, removed after the test file. */

@@ -63,16 +63,29 @@ function toSettle(r: SettleRequest): native.SettleRequest {
 
 export abstract class NativeBackedStore implements Store {
   #native: NativeStore | undefined;
-  #opening: Promise<NativeStore>;
+  #opening: Promise<NativeStore> | undefined;
   #closed = false;
 
-  protected constructor(open: () => Promise<NativeStore>) {
-    this.#opening = open().then((n) => {
-      this.#native = n;
-      return n;
-    });
+  protected constructor(private readonly open: () => Promise<NativeStore>) {
+    this.#opening = this.#start();
+  }
+
+  /** Starts opening; a failed open is forgotten, so the next call tries again (the disk
+   * may have been full, the server down, the folder read-only, for a while). */
+  #start(): Promise<NativeStore> {
+    const opening = this.open().then(
+      (n) => {
+        this.#native = n;
+        return n;
+      },
+      (err) => {
+        if (this.#opening === opening) this.#opening = undefined;
+        throw err;
+      },
+    );
     // The failure is reported to whoever calls next (or ready()), not as an unhandled rejection.
-    this.#opening.catch(() => {});
+    opening.catch(() => {});
+    return opening;
   }
 
   /** True after `close()`. */
@@ -88,7 +101,7 @@ export abstract class NativeBackedStore implements Store {
   async #use(key?: string): Promise<NativeStore> {
     if (this.#closed) throw asStoreError(new Error('the store is closed'), key);
     try {
-      return this.#native ?? (await this.#opening);
+      return this.#native ?? (await (this.#opening ??= this.#start()));
     } catch (err) {
       throw asStoreError(err, key);
     }
@@ -158,12 +171,12 @@ export abstract class NativeBackedStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    let n: NativeStore;
+    let n: NativeStore | undefined;
     try {
-      n = await this.#opening;
+      n = this.#native ?? (await this.#opening);
     } catch {
-      return; // never opened: nothing to close
+      // never opened: nothing to close
     }
-    await n.close();
+    await n?.close();
   }
 }

@@ -18,6 +18,7 @@ mod writer;
 mod tests;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ use crate::claim::{AcquireOutcome, AcquireRequest};
 use crate::clock::now_ms;
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{NativeRecord, NativeStats, COMPLETED, FAILED};
-use open::{Durability, Settings};
+use open::{Durability, Settings, StoreFile};
 use writer::Writer;
 
 const DEFAULT_BUSY_TIMEOUT_MS: f64 = 5000.0;
@@ -53,11 +54,30 @@ pub struct SettleRequest {
     pub ttl_ms: Option<f64>,
 }
 
+/// A read connection and the writer generation it was opened in.
+type Reader = Mutex<Option<(Connection, u64)>>;
+
 struct Open {
     label: String,
+    file: Arc<StoreFile>,
+    /// Bumped by the writer when it had to reopen the file; readers then reopen too.
+    generation: Arc<AtomicU64>,
     writer: Writer,
-    reader: Mutex<Option<Connection>>,
-    peek: Mutex<Option<Connection>>,
+    reader: Reader,
+    peek: Reader,
+}
+
+impl Open {
+    /// The reader's connection, reopened first if the writer has moved to a new file.
+    fn current<'a>(&self, slot: &'a mut Option<(Connection, u64)>, busy: Duration) -> StoreResult<&'a Connection> {
+        let now = self.generation.load(Ordering::SeqCst);
+        match slot {
+            Some((_, generation)) if *generation == now => {}
+            Some(_) => *slot = Some((self.file.open_reader(busy)?, now)),
+            None => return Err(closed()),
+        }
+        Ok(&slot.as_ref().expect("set above").0)
+    }
 }
 
 #[napi]
@@ -78,21 +98,31 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> StoreResult<T> + Sen
 }
 
 fn open_store(options: SqliteOptions) -> StoreResult<Open> {
-    let path = PathBuf::from(&options.path);
-    let label = path.display().to_string();
     let busy_ms = options.busy_timeout_ms.unwrap_or(DEFAULT_BUSY_TIMEOUT_MS);
-    let settings = Settings {
-        durability: Durability::parse(options.durability.as_deref())?,
-        busy_timeout: Duration::from_millis(busy_ms.max(0.0) as u64),
-    };
-    open::prepare_path(&path)?;
-    let write_conn = open::connect(&path, &settings)?;
-    open::initialize(&write_conn, &path, &settings)?;
-    let reader = open::connect(&path, &settings)?;
-    let peek = open::connect(&path, &Settings { busy_timeout: Duration::ZERO, ..settings.clone() })?;
+    let file = Arc::new(StoreFile {
+        path: PathBuf::from(&options.path),
+        settings: Settings {
+            durability: Durability::parse(options.durability.as_deref())?,
+            busy_timeout: Duration::from_millis(busy_ms.max(0.0) as u64),
+        },
+    });
+    let label = file.label();
+    let opened = file.open_writer()?;
+    let reader = file.open_reader(file.settings.busy_timeout)?;
+    let peek = file.open_reader(Duration::ZERO)?;
+    let generation = Arc::new(AtomicU64::new(0));
     let writer_label = label.clone();
-    let writer = Writer::start(write_conn, move |e| StoreFailure::at(&writer_label, "store write failed", open::describe(e)))?;
-    Ok(Open { label, writer, reader: Mutex::new(Some(reader)), peek: Mutex::new(Some(peek)) })
+    let writer = Writer::start(file.clone(), opened, generation.clone(), move |e| {
+        StoreFailure::at(&writer_label, "store write failed", open::describe(e))
+    })?;
+    Ok(Open {
+        label,
+        file,
+        generation,
+        writer,
+        reader: Mutex::new(Some((reader, 0))),
+        peek: Mutex::new(Some((peek, 0))),
+    })
 }
 
 #[napi]
@@ -130,8 +160,8 @@ impl NativeSqliteStore {
     {
         let inner = self.inner.clone();
         blocking(move || {
-            let guard = inner.reader.lock().map_err(|_| closed())?;
-            let conn = guard.as_ref().ok_or_else(closed)?;
+            let mut guard = inner.reader.lock().map_err(|_| closed())?;
+            let conn = inner.current(&mut guard, inner.file.settings.busy_timeout)?;
             work(conn).map_err(|e| StoreFailure::at(&inner.label, what, open::describe(e)))
         })
         .await
@@ -205,8 +235,9 @@ impl NativeSqliteStore {
     /// expired; `null` otherwise, or whenever the row cannot be read without waiting.
     #[napi(catch_unwind)]
     pub fn peek_completed(&self, key: String) -> Result<Option<NativeRecord>> {
-        let Ok(guard) = self.inner.peek.try_lock() else { return Ok(None) };
-        let Some(conn) = guard.as_ref() else { return Ok(None) };
+        let Ok(mut guard) = self.inner.peek.try_lock() else { return Ok(None) };
+        // Reopening (after the file was replaced) never waits: busy timeout zero.
+        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else { return Ok(None) };
         let now = now_ms();
         Ok(match queries::read(conn, &key) {
             Ok(Some(r)) if r.status == COMPLETED && !r.expired(now) => Some(r.into()),

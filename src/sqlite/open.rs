@@ -54,6 +54,47 @@ pub struct Settings {
     pub busy_timeout: Duration,
 }
 
+/// The store file and how to open it; kept so that connections can be reopened when the
+/// file is removed or replaced while in use (see `writer.rs`).
+pub struct StoreFile {
+    pub path: std::path::PathBuf,
+    pub settings: Settings,
+}
+
+/// Which file a path named when it was opened (device and inode on Unix).
+pub type FileId = (u64, u64);
+
+impl StoreFile {
+    pub fn label(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Creates the file if needed and opens the connection that writes.
+    pub fn open_writer(&self) -> StoreResult<(Connection, Option<FileId>)> {
+        prepare_path(&self.path)?;
+        let conn = connect(&self.path, &self.settings)?;
+        initialize(&conn, &self.path, &self.settings)?;
+        Ok((conn, self.identity()))
+    }
+
+    /// A connection for reads; `busy_timeout` zero for the synchronous peek.
+    pub fn open_reader(&self, busy_timeout: Duration) -> StoreResult<Connection> {
+        connect(&self.path, &Settings { busy_timeout, ..self.settings.clone() })
+    }
+
+    /// The identity of the file now at the path; `None` if there is none.
+    #[cfg(unix)]
+    pub fn identity(&self) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&self.path).ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    #[cfg(not(unix))]
+    pub fn identity(&self) -> Option<FileId> {
+        std::fs::metadata(&self.path).ok().map(|_| (0, 0))
+    }
+}
+
 fn failure(path: &Path, cause: impl std::fmt::Display) -> StoreFailure {
     StoreFailure::at(&path.display().to_string(), "cannot open the store", cause)
 }

@@ -7,12 +7,14 @@
 //! COMMIT has returned, so no caller hears of a write that is not yet durable.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{mpsc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::open::{FileId, StoreFile};
 use crate::failure::{StoreFailure, StoreResult};
 
 /// At most this many jobs share one transaction, so one commit never grows unbounded.
@@ -55,13 +57,18 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the thread; `describe` turns a transaction-level SQLite error into the
-    /// message callers see (it names the file).
-    pub fn start(conn: Connection, describe: impl Fn(rusqlite::Error) -> StoreFailure + Send + 'static) -> StoreResult<Self> {
+    /// Starts the thread on an open connection to `file`. `generation` is bumped
+    /// whenever the thread has to reopen the file, so readers know to reopen too.
+    pub fn start(
+        file: Arc<StoreFile>,
+        opened: (Connection, Option<FileId>),
+        generation: Arc<AtomicU64>,
+        describe: impl Fn(rusqlite::Error) -> StoreFailure + Send + 'static,
+    ) -> StoreResult<Self> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let thread = std::thread::Builder::new()
             .name("idempotent-tools-sqlite-writer".into())
-            .spawn(move || run(conn, jobs, describe))
+            .spawn(move || run(&file, opened, &generation, jobs, describe))
             .map_err(|e| StoreFailure::new(format!("cannot start the store's writer thread: {e}")))?;
         Ok(Writer { queue: Mutex::new(Some(queue)), thread: Mutex::new(Some(thread)) })
     }
@@ -93,13 +100,38 @@ impl Writer {
     }
 }
 
-fn run(conn: Connection, jobs: mpsc::Receiver<Box<dyn Job>>, describe: impl Fn(rusqlite::Error) -> StoreFailure) {
+fn run(
+    file: &StoreFile,
+    opened: (Connection, Option<FileId>),
+    generation: &AtomicU64,
+    jobs: mpsc::Receiver<Box<dyn Job>>,
+    describe: impl Fn(rusqlite::Error) -> StoreFailure,
+) {
+    let (mut conn, mut id) = opened;
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
+            }
+        }
+        // An open connection keeps writing to a file that was deleted or replaced, where
+        // no other process will ever look: records would silently go nowhere. One stat
+        // per batch notices; the file is then opened (and created) again at its path.
+        if id.is_none() || file.identity() != id {
+            match file.open_writer() {
+                Ok((fresh, fresh_id)) => {
+                    conn = fresh;
+                    id = fresh_id;
+                    generation.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    for job in batch {
+                        job.settle(Err(e.clone()));
+                    }
+                    continue;
+                }
             }
         }
         let commit = commit_batch(&conn, &mut batch).map_err(&describe);

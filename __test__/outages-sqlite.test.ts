@@ -1,0 +1,146 @@
+// The disk and the file system failing under a live SqliteStore: a full disk, a read-only
+// file system, the store's folder removed. Each time: a StoreError, no side effect without
+// a record, and recovery in the same process once the cause is gone. Uses tmpfs mounts
+// (the tests run as root in CI).
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, openSync, rmSync, writeSync, closeSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { lib, runNode, ROOT, tempDir } from './helpers';
+
+const { idempotent, SqliteStore, StoreError } = lib;
+const mounts: string[] = [];
+afterAll(() => {
+  for (const m of mounts) {
+    try {
+      execFileSync('umount', [m]);
+    } catch {
+      // already unmounted
+    }
+  }
+});
+
+function tmpfs(sizeKb: number): string {
+  const dir = join(tempDir(), 'mnt');
+  mkdirSync(dir);
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeKb}k`, 'tmpfs', dir]);
+  } catch (err) {
+    throw new Error(`these tests mount a small tmpfs and need root (CI runs as root): ${(err as Error).message}`);
+  }
+  mounts.push(dir);
+  return dir;
+}
+
+/** Fills the file system at `dir` until writing fails; returns the filler's path. */
+function fill(dir: string): string {
+  const filler = join(dir, 'filler');
+  const fd = openSync(filler, 'w');
+  const chunk = Buffer.alloc(4096, 1);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (err) {
+    expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+  } finally {
+    closeSync(fd);
+  }
+  return filler;
+}
+
+function counted(store: InstanceType<typeof SqliteStore>) {
+  const state = { runs: 0 };
+  const op = idempotent(async function op(n: string) {
+    state.runs++;
+    return n;
+  }, { store });
+  return { op, state };
+}
+
+describe('SqliteStore outages', () => {
+  it('a full disk: StoreError, fn not run; works again once there is space', async () => {
+    const dir = tmpfs(1024);
+    const store = new SqliteStore({ path: join(dir, 'store.db') });
+    const { op, state } = counted(store);
+    expect(await op('before')).toBe('before');
+    const filler = fill(dir);
+
+    // A key too big to fit: the claim cannot be written, so fn must not run.
+    const huge = 'k'.repeat(600_000);
+    const err = await op.withKey(huge)('x').then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toMatch(/full/);
+    expect((err as Error).message).toContain(dir);
+    expect(state.runs).toBe(1);
+
+    rmSync(filler);
+    expect(await op('after')).toBe('after');
+    expect(await op('after')).toBe('after');
+    expect(state.runs).toBe(2);
+    await store.close();
+  });
+
+  it('a read-only store file: StoreError naming it, fn not run; works once writable, without a new store', async () => {
+    const source = join(tempDir(), 'state');
+    mkdirSync(source);
+    const path = join(source, 'store.db');
+    const seed = new SqliteStore({ path });
+    await counted(seed).op('seeded');
+    await seed.close();
+
+    // The same folder seen through a read-only bind mount.
+    const view = join(tempDir(), 'view');
+    mkdirSync(view);
+    execFileSync('mount', ['--bind', source, view]);
+    mounts.push(view);
+    execFileSync('mount', ['-o', 'remount,ro,bind', view]);
+
+    const store = new SqliteStore({ path: join(view, 'store.db') });
+    const { op, state } = counted(store);
+    const err = await op('during').then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toContain(view);
+    expect(state.runs).toBe(0);
+
+    execFileSync('mount', ['-o', 'remount,rw,bind', view]);
+    expect(await op('after')).toBe('after');
+    expect(await op('seeded')).toBe('seeded'); // the record written before is there
+    expect(state.runs).toBe(1);
+    await store.close();
+  });
+
+  it("the store's folder removed while running: recreated at its path, seen by other processes", async () => {
+    const dir = join(tempDir(), 'state');
+    const path = join(dir, 'store.db');
+    const store = new SqliteStore({ path });
+    const { op, state } = counted(store);
+    expect(await op('one')).toBe('one');
+    rmSync(dir, { recursive: true });
+
+    expect(await op('two')).toBe('two');
+    expect(existsSync(path)).toBe(true);
+    const cli = await runNode([join(ROOT, 'dist', 'cli.js'), '--db', path, 'inspect', '--json']);
+    expect(JSON.parse(cli.stdout).map((r: { result: string }) => r.result)).toEqual(['two']);
+    expect(await op('two')).toBe('two');
+    expect(state.runs).toBe(2);
+    await store.close();
+  });
+
+  it('the folder removed and impossible to recreate: StoreError naming the path, fn not run', async () => {
+    const dir = join(tempDir(), 'state');
+    const path = join(dir, 'store.db');
+    const store = new SqliteStore({ path });
+    const { op, state } = counted(store);
+    await op('one');
+    rmSync(dir, { recursive: true });
+    execFileSync('touch', [dir]); // a file where the folder was
+    const err = await op('two').then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toContain(path);
+    expect(state.runs).toBe(1);
+    rmSync(dir);
+    expect(await op('two')).toBe('two');
+    await store.close();
+  });
+});
