@@ -212,6 +212,20 @@ impl Conn {
         }
     }
 
+    fn describe(&self, e: &RedisError) -> String {
+        if e.is_timeout() {
+            format!(
+                "timed out (connect timeout {} ms, command timeout {} ms)",
+                self.connect_timeout.as_millis(),
+                self.command_timeout.as_millis()
+            )
+        } else if e.is_connection_refusal() {
+            format!("connection refused, is the server running? ({e})")
+        } else {
+            e.to_string()
+        }
+    }
+
     /// The bound on one round trip, connecting included.
     pub fn deadline(&self) -> Duration {
         self.connect_timeout + self.command_timeout
@@ -229,8 +243,8 @@ impl Conn {
         let attempt = async {
             let first = op(self.manager(what)?).await;
             match first {
-                Err(e) if resendable(&e) => op(self.manager(what)?).await.map_err(|e| self.target.failure(what, describe(&e))),
-                other => other.map_err(|e| self.target.failure(what, describe(&e))),
+                Err(e) if resendable(&e) => op(self.manager(what)?).await.map_err(|e| self.target.failure(what, self.describe(&e))),
+                other => other.map_err(|e| self.target.failure(what, self.describe(&e))),
             }
         };
         match tokio::time::timeout(self.deadline(), attempt).await {
@@ -254,15 +268,6 @@ fn resendable(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 
-fn describe(e: &RedisError) -> String {
-    if e.is_timeout() {
-        format!("timed out ({e})")
-    } else if e.is_connection_refusal() {
-        format!("connection refused, is the server running? ({e})")
-    } else {
-        e.to_string()
-    }
-}
 
 /// `prefix` as a SCAN MATCH pattern that matches only keys starting with it.
 pub fn match_pattern(prefix: &str) -> String {
