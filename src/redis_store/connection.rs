@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError, RedisResult};
+use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult};
 
 use crate::failure::{StoreFailure, StoreResult};
 
@@ -205,6 +205,13 @@ impl Conn {
         Ok(manager)
     }
 
+    /// Drops the connection manager, so that the next call starts a new one.
+    fn reset(&self) {
+        if let Ok(mut slot) = self.manager.lock() {
+            slot.take();
+        }
+    }
+
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         if let Ok(mut slot) = self.manager.lock() {
@@ -241,11 +248,16 @@ impl Conn {
         Fut: Future<Output = RedisResult<T>>,
     {
         let attempt = async {
-            let first = op(self.manager(what)?).await;
-            match first {
-                Err(e) if resendable(&e) => op(self.manager(what)?).await.map_err(|e| self.target.failure(what, self.describe(&e))),
-                other => other.map_err(|e| self.target.failure(what, self.describe(&e))),
+            let mut outcome = op(self.manager(what)?).await;
+            if matches!(&outcome, Err(e) if resendable(e)) {
+                outcome = op(self.manager(what)?).await;
             }
+            outcome.map_err(|e| {
+                if stuck(&e) {
+                    self.reset();
+                }
+                self.target.failure(what, self.describe(&e))
+            })
         };
         match tokio::time::timeout(self.deadline(), attempt).await {
             Ok(outcome) => outcome,
@@ -259,6 +271,18 @@ impl Conn {
                 ),
             )),
         }
+    }
+}
+
+/// An error that the connection manager would repeat forever: it reconnects only after
+/// I/O errors, so a failed connection setup (authentication refused, a database that
+/// cannot be selected, a reply that is not RESP) would stick even after the server is
+/// fixed. Command errors (`Server` kinds) are answers, not connection trouble.
+fn stuck(e: &RedisError) -> bool {
+    match e.kind() {
+        ErrorKind::Io => false,
+        ErrorKind::Server(_) => e.to_string().contains("refused to switch database"),
+        _ => true,
     }
 }
 

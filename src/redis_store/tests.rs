@@ -641,6 +641,9 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
     assert!(!e.message.contains("wrong-Pa55word"), "{e}");
     assert!(e.message.contains("idem:***@"), "{e}");
     assert!(e.message.to_lowercase().contains("auth"), "{e}");
+    // Once the server accepts that password, the same store works (no stuck connection).
+    let _: () = redis::cmd("ACL").arg("SETUSER").arg("idem").arg(">wrong-Pa55word").query(&mut con).unwrap();
+    assert!(bad.inner.get("nothing".into()).await.unwrap().is_none());
 }
 
 #[tokio::test]
