@@ -11,8 +11,10 @@ mod clock;
 mod failure;
 mod hashing;
 mod record;
+mod redis_store;
 mod sqlite;
 mod token;
 
 pub use hashing::{call_hashes, fingerprint};
+pub use redis_store::NativeRedisStore;
 pub use sqlite::NativeSqliteStore;

@@ -1,0 +1,307 @@
+//! The Redis URL (parsed and validated without any I/O, shown only redacted) and the one
+//! lazily opened, auto-reconnecting, multiplexed connection a store uses.
+//!
+//! Time bounds: every round trip runs under a deadline of `connectTimeoutMs +
+//! commandTimeoutMs`, whatever the connection manager does inside it (its own connect
+//! timeout, response timeout and bounded reconnect retries), so an unreachable, hung or
+//! dying server is an error within that time, never a hang.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult};
+
+use crate::failure::{StoreFailure, StoreResult};
+
+pub const DEFAULT_PREFIX: &str = "idempotent-tools:";
+pub const DEFAULT_CONNECT_TIMEOUT_MS: f64 = 2000.0;
+pub const DEFAULT_COMMAND_TIMEOUT_MS: f64 = 5000.0;
+/// Reconnect attempts the connection manager makes after a failed connect, before it
+/// reports the failure (a later call starts a new round of attempts).
+const CONNECT_RETRIES: usize = 1;
+
+/// The user's URL with any credential replaced by `***`, for labels and messages. Used for
+/// a URL that did not parse: it over-redacts rather than risk showing a secret (everything
+/// between `://` and the last `@` counts as credentials; query and fragment are dropped).
+pub fn redact_raw(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return if url.contains('@') || url.contains(':') { "<a URL that is not shown>".into() } else { url.into() };
+    };
+    let (scheme, rest) = (&url[..scheme_end], &url[scheme_end + 3..]);
+    let (userinfo, host_and_path) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let host_and_path = match host_and_path.find(['?', '#']) {
+        Some(cut) => &host_and_path[..cut],
+        None => host_and_path,
+    };
+    let credentials = match userinfo {
+        None => String::new(),
+        Some(info) => match info.split_once(':') {
+            Some((user, _)) if !user.contains(['/', '?', '#']) => format!("{user}:***@"),
+            _ => "***@".into(),
+        },
+    };
+    format!("{scheme}://{credentials}{host_and_path}")
+}
+
+/// The label of a parsed URL: `scheme://[user:***@]host:port/db`.
+fn label(scheme: &str, info: &ConnectionInfo) -> String {
+    let redis = info.redis_settings();
+    let credentials = match (redis.username(), redis.password()) {
+        (Some(user), Some(_)) => format!("{user}:***@"),
+        (None, Some(_)) => ":***@".into(),
+        // A user without a password may be a password written as a user: hide it.
+        (Some(_), None) => "***@".into(),
+        (None, None) => String::new(),
+    };
+    let (host, port) = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
+        ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port),
+        _ => ("?", 0),
+    };
+    let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+    format!("{scheme}://{credentials}{host}:{port}/{}", redis.db())
+}
+
+/// A validated Redis URL: what to connect to, and how to name it in messages.
+#[derive(Clone)]
+pub struct Target {
+    pub info: ConnectionInfo,
+    /// The redacted URL.
+    pub label: String,
+    password: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").field("label", &self.label).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+impl Target {
+    pub fn parse(url: &str) -> StoreResult<Self> {
+        let raw_label = redact_raw(url.trim());
+        let bad = |why: &str| StoreFailure::new(format!("invalid Redis URL ({raw_label}): {why}"));
+        let url = url.trim();
+        let scheme = match url.find("://") {
+            Some(i) => url[..i].to_ascii_lowercase(),
+            None => return Err(bad("expected redis://host:port/db or rediss://host:port/db")),
+        };
+        if !matches!(scheme.as_str(), "redis" | "rediss" | "valkey" | "valkeys") {
+            return Err(bad(&format!(
+                "unsupported scheme '{scheme}': use redis:// or rediss:// (TLS), or valkey:// or valkeys://"
+            )));
+        }
+        if let Some(hash) = url.rfind('#') {
+            if !url[hash..].contains('@') {
+                return Err(bad("a URL fragment (such as #insecure) is not supported"));
+            }
+        }
+        // The redis crate's own messages never repeat the URL or its password.
+        let info = url.into_connection_info().map_err(|e| bad(&e.to_string()))?;
+        if !matches!(info.addr(), ConnectionAddr::Tcp(..) | ConnectionAddr::TcpTls { .. }) {
+            return Err(bad("only TCP addresses are supported"));
+        }
+        let label = label(&scheme, &info);
+        let password = info.redis_settings().password().map(str::to_string);
+        Ok(Target { info, label, password })
+    }
+
+    /// Builds a failure message naming the redacted URL; as a last guard, scrubs the
+    /// password should a server or library message ever echo it.
+    pub fn failure(&self, what: &str, cause: impl std::fmt::Display) -> StoreFailure {
+        let mut message = format!("{what} ({}): {cause}", self.label);
+        if let Some(pw) = self.password.as_deref().filter(|p| p.len() >= 4) {
+            message = message.replace(pw, "***");
+        }
+        StoreFailure::new(message)
+    }
+}
+
+/// Milliseconds from JavaScript as a duration; `None` means the default.
+pub fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<Duration> {
+    let ms = value.unwrap_or(default);
+    if !ms.is_finite() || ms <= 0.0 {
+        return Err(StoreFailure::new(format!("{name} must be a positive, finite number of milliseconds, got {ms}")));
+    }
+    Ok(Duration::from_millis(ms.ceil().min(24.0 * 3600.0 * 1000.0) as u64))
+}
+
+/// rediss:// uses rustls with the `ring` provider; the redis crate builds its TLS config
+/// from the process-wide default provider, so make sure there is one (an application that
+/// installed its own first keeps it).
+fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
+/// One store's connection: a `ConnectionManager` (one multiplexed socket, so concurrent
+/// calls pipeline over it; reconnects after the server drops it), created on first use.
+pub struct Conn {
+    pub target: Target,
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    manager: Mutex<Option<ConnectionManager>>,
+    closed: AtomicBool,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+}
+
+impl Conn {
+    /// No I/O: the connection opens on the first call.
+    pub fn new(target: Target, connect_timeout: Duration, command_timeout: Duration) -> StoreResult<Self> {
+        install_tls_provider();
+        let mut info = target.info.clone();
+        let redis_settings = info
+            .redis_settings()
+            .clone()
+            .set_lib_name("idempotent-tools", env!("CARGO_PKG_VERSION"));
+        info = info.set_redis_settings(redis_settings);
+        let client = redis::Client::open(info).map_err(|e| target.failure("invalid Redis URL", e))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(Some(command_timeout))
+            .set_number_of_retries(CONNECT_RETRIES)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        Ok(Conn {
+            target,
+            client,
+            config,
+            manager: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            connect_timeout,
+            command_timeout,
+        })
+    }
+
+    fn manager(&self, what: &str) -> StoreResult<ConnectionManager> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(self.target.failure(what, "the store is closed"));
+        }
+        let mut slot = self.manager.lock().map_err(|_| self.target.failure(what, "the store is closed"))?;
+        if let Some(manager) = slot.as_ref() {
+            return Ok(manager.clone());
+        }
+        // Must run inside the Tokio runtime (it spawns the manager's background task).
+        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+            .map_err(|e| self.target.failure(what, e))?;
+        *slot = Some(manager.clone());
+        Ok(manager)
+    }
+
+    /// Drops the connection manager, so that the next call starts a new one.
+    fn reset(&self) {
+        if let Ok(mut slot) = self.manager.lock() {
+            slot.take();
+        }
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Ok(mut slot) = self.manager.lock() {
+            slot.take();
+        }
+    }
+
+    fn describe(&self, e: &RedisError) -> String {
+        if e.is_timeout() {
+            format!(
+                "timed out (connect timeout {} ms, command timeout {} ms)",
+                self.connect_timeout.as_millis(),
+                self.command_timeout.as_millis()
+            )
+        } else if e.is_connection_refusal() {
+            format!("connection refused, is the server running? ({e})")
+        } else {
+            e.to_string()
+        }
+    }
+
+    /// The bound on one round trip, connecting included.
+    pub fn deadline(&self) -> Duration {
+        self.connect_timeout + self.command_timeout
+    }
+
+    /// Runs one round trip. When the connection turns out to have been dropped (the
+    /// server restarted since the last call, say), the manager reconnects and the request
+    /// is sent once more: every script is safe to resend (a resent acquire or settle
+    /// recognises its own token), and so is every read.
+    pub async fn run<T, F, Fut>(&self, what: &str, op: F) -> StoreResult<T>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let attempt = async {
+            let mut outcome = op(self.manager(what)?).await;
+            if matches!(&outcome, Err(e) if resendable(e)) {
+                outcome = op(self.manager(what)?).await;
+            }
+            outcome.map_err(|e| {
+                if stuck(&e) {
+                    self.reset();
+                }
+                self.target.failure(what, self.describe(&e))
+            })
+        };
+        match tokio::time::timeout(self.deadline(), attempt).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(self.target.failure(
+                what,
+                format!(
+                    "no answer within {} ms (connect timeout {} ms + command timeout {} ms)",
+                    self.deadline().as_millis(),
+                    self.connect_timeout.as_millis(),
+                    self.command_timeout.as_millis()
+                ),
+            )),
+        }
+    }
+}
+
+/// An error that the connection manager would repeat forever: it reconnects only after
+/// I/O errors, so a failed connection setup (authentication refused, a database that
+/// cannot be selected, a reply that is not RESP) would stick even after the server is
+/// fixed. Command errors (`Server` kinds) are answers, not connection trouble.
+fn stuck(e: &RedisError) -> bool {
+    match e.kind() {
+        ErrorKind::Io => false,
+        ErrorKind::Server(_) => e.to_string().contains("refused to switch database"),
+        _ => true,
+    }
+}
+
+/// A dropped connection, not a refused one (the manager already retried those) nor a
+/// timeout (the deadline is spent).
+fn resendable(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
+}
+
+
+/// `prefix` as a SCAN MATCH pattern that matches only keys starting with it.
+pub fn match_pattern(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 2);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('*');
+    pattern
+}

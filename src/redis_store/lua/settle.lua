@@ -1,0 +1,32 @@
+-- settle (complete or fail): only the holder of the current claim may settle it.
+-- KEYS[1] record key
+-- ARGV[1] token  ARGV[2] 'completed' or 'failed'
+-- ARGV[3] '1' when a result is given  ARGV[4] result JSON
+-- ARGV[5] '1' when an error is given   ARGV[6] error JSON
+-- ARGV[7] ttl ms ('' for none)
+-- Reply: 1 settled (or this very settle was already applied), 0 refused.
+if redis.replicate_commands then redis.replicate_commands() end
+local key = KEYS[1]
+local token, status = ARGV[1], ARGV[2]
+local ttl_ms = tonumber(ARGV[7])
+local function int(n) return string.format('%.0f', n) end
+local cur = redis.call('HMGET', key, 'status', 'token', 'settled_token')
+if cur[1] ~= 'pending' or cur[2] ~= token then
+  -- A resend of a settle that was applied but whose reply was lost still succeeds.
+  if cur[1] == status and cur[3] == token then return 1 end
+  return 0
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HDEL', key, 'token', 'lease_expires_at', 'result', 'error', 'expires_at')
+redis.call('HSET', key, 'status', status, 'updated_at', int(now), 'settled_token', token)
+if ARGV[3] == '1' then redis.call('HSET', key, 'result', ARGV[4]) end
+if ARGV[5] == '1' then redis.call('HSET', key, 'error', ARGV[6]) end
+if ttl_ms then
+  local expires_at = now + ttl_ms
+  redis.call('HSET', key, 'expires_at', int(expires_at))
+  redis.call('PEXPIREAT', key, int(expires_at))
+else
+  redis.call('PERSIST', key)
+end
+return 1

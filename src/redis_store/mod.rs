@@ -1,0 +1,512 @@
+//! `RedisStore`'s native half: the same method surface as `NativeSqliteStore`, so one
+//! TypeScript wrapper drives both (there is no `peekCompleted`: Redis cannot be read
+//! without a round trip, and a replay is one round trip anyway).
+//!
+//! - One record per key: a hash at `prefix + key`, fields `name`, `fingerprint`, `status`,
+//!   `token`, `result`, `error`, `attempts`, `created_at`, `updated_at`, `expires_at`,
+//!   `lease_expires_at` (times in epoch ms; `result` absent stands for `undefined`), plus
+//!   `settled_token`, the token of the claim that settled the record (so a settle resent
+//!   after a dropped connection is recognised; it is never shown).
+//! - `acquire`, `renew`, `complete`/`fail` and `release` are each one Lua script on that one
+//!   key (see `lua/`), using the server's clock. A refused acquire returns the record in
+//!   the same reply, so a replay is one round trip.
+//! - Expiry: a settled record expires at its `expires_at` (`ttlMs`), or never; a pending
+//!   record at `max(expires_at, lease_expires_at + 1 hour)`, so a dead owner's record
+//!   vanishes by itself but a takeover right after the lease still counts the attempt.
+//! - `listRecords`, `clear()` and `stats` walk the prefix with SCAN (never KEYS); `clear`
+//!   deletes with UNLINK.
+
+mod connection;
+mod scripts;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use redis::aio::ConnectionManager;
+use redis::Value;
+
+use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
+use crate::failure::{StoreFailure, StoreResult};
+use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
+use crate::sqlite::SettleRequest;
+use crate::token::new_token;
+use connection::{match_pattern, timeout_option, Conn, Target};
+pub use connection::{DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_PREFIX};
+
+/// Keys asked for per SCAN step (a hint to the server, not a limit).
+const SCAN_COUNT: usize = 500;
+/// Lease and TTL lengths are capped (about 950 years) so that every time stays an exact
+/// integer in Lua's doubles.
+const MAX_MS: i64 = 30_000_000_000_000;
+
+#[napi(object)]
+pub struct RedisOptions {
+    /// `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
+    pub url: String,
+    /// Prepended to every record key; default `idempotent-tools:`.
+    pub prefix: Option<String>,
+    /// Bound on opening the connection; default 2000.
+    pub connect_timeout_ms: Option<f64>,
+    /// Bound on each command's reply; default 5000.
+    pub command_timeout_ms: Option<f64>,
+}
+
+struct Inner {
+    conn: Conn,
+    prefix: String,
+}
+
+#[napi]
+pub struct NativeRedisStore {
+    inner: Arc<Inner>,
+}
+
+fn ms_arg(ms: f64) -> i64 {
+    whole_ms(ms).min(MAX_MS)
+}
+
+/// Runs an async body on Tokio as its own task so that a panic in it becomes an error
+/// instead of crossing into Node.
+async fn guarded<T: Send + 'static>(work: impl Future<Output = StoreResult<T>> + Send + 'static) -> Result<T> {
+    match tokio::spawn(work).await {
+        Ok(outcome) => Ok(outcome?),
+        Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
+        Err(e) => Err(StoreFailure::new(format!("the store's task was cancelled: {e}")).into()),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+/// A hash as field → value, from HGETALL (RESP2 flat array or RESP3 map).
+fn fields(v: &Value) -> Option<HashMap<String, String>> {
+    let mut out = HashMap::new();
+    match v {
+        Value::Array(items) => {
+            for pair in items.chunks(2) {
+                if let [f, v] = pair {
+                    out.insert(text(f)?, text(v)?);
+                }
+            }
+        }
+        Value::Map(pairs) => {
+            for (f, v) in pairs {
+                out.insert(text(f)?, text(v)?);
+            }
+        }
+        Value::Nil => {}
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// The server's clock from a TIME reply, in ms.
+fn server_ms(v: &Value) -> Option<i64> {
+    match v {
+        Value::Array(items) if items.len() == 2 => Some(int(&items[0])? * 1000 + int(&items[1])? / 1000),
+        _ => None,
+    }
+}
+
+fn to_record(key: &str, mut f: HashMap<String, String>) -> std::result::Result<Record, String> {
+    let mut take = |name: &str| f.remove(name);
+    let mut required = |name: &str| take(name).ok_or_else(|| format!("record '{key}' has no {name}"));
+    let name = required("name")?;
+    let fingerprint = required("fingerprint")?;
+    let status = required("status")?;
+    if ![PENDING, COMPLETED, FAILED].contains(&status.as_str()) {
+        return Err(format!("record '{key}' has an unknown status '{status}'"));
+    }
+    let number = |name: &str, v: Option<String>| -> std::result::Result<Option<i64>, String> {
+        v.map(|s| s.parse::<i64>().map_err(|_| format!("record '{key}' has a malformed {name}"))).transpose()
+    };
+    let attempts = number("attempts", take("attempts"))?.unwrap_or(1);
+    let created_at = number("created_at", take("created_at"))?.unwrap_or(0);
+    Ok(Record {
+        key: key.to_string(),
+        name,
+        fingerprint,
+        status,
+        token: take("token").filter(|t| !t.is_empty()),
+        result: take("result"),
+        error: take("error"),
+        attempts: u32::try_from(attempts.max(0)).unwrap_or(u32::MAX),
+        created_at,
+        updated_at: number("updated_at", take("updated_at"))?.unwrap_or(created_at),
+        expires_at: number("expires_at", take("expires_at"))?,
+        lease_expires_at: number("lease_expires_at", take("lease_expires_at"))?,
+    })
+}
+
+impl Inner {
+    fn redis_key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    fn malformed(&self, what: &str, detail: impl std::fmt::Display) -> StoreFailure {
+        self.conn.target.failure(what, format!("unexpected reply from the server: {detail}"))
+    }
+
+    async fn script(&self, what: &str, script: &'static redis::Script, key: &str, args: Vec<String>) -> StoreResult<Value> {
+        let key = self.redis_key(key);
+        self.conn
+            .run(what, |mut c: ConnectionManager| {
+                let mut invocation = script.key(&key);
+                for a in &args {
+                    invocation.arg(a);
+                }
+                async move { invocation.invoke_async::<Value>(&mut c).await }
+            })
+            .await
+    }
+
+    async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
+        const WHAT: &str = "Redis acquire failed";
+        let token = new_token();
+        let args = vec![
+            req.name.clone(),
+            req.fingerprint.clone(),
+            token.clone(),
+            ms_arg(req.lease_ms).to_string(),
+            req.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
+            if req.force { "1" } else { "0" }.to_string(),
+        ];
+        let reply = self.script(WHAT, scripts::acquire(), &req.key, args).await?;
+        let Value::Array(items) = &reply else { return Err(self.malformed(WHAT, format!("{reply:?}"))) };
+        match items.as_slice() {
+            [flag, attempts, taken_over] if int(flag) == Some(1) => Ok(AcquireOutcome {
+                acquired: true,
+                token: Some(token),
+                attempts: int(attempts).and_then(|a| u32::try_from(a).ok()).unwrap_or(1),
+                taken_over: int(taken_over) == Some(1),
+                record: None,
+            }),
+            [flag, record] if int(flag) == Some(0) => {
+                let f = fields(record).ok_or_else(|| self.malformed(WHAT, "a record that is not a hash"))?;
+                let record = to_record(&req.key, f).map_err(|e| self.conn.target.failure(WHAT, e))?;
+                Ok(AcquireOutcome {
+                    acquired: false,
+                    token: None,
+                    attempts: record.attempts,
+                    taken_over: false,
+                    record: Some(record.into()),
+                })
+            }
+            _ => Err(self.malformed(WHAT, format!("{reply:?}"))),
+        }
+    }
+
+    async fn flag_script(&self, what: &str, script: &'static redis::Script, key: &str, args: Vec<String>) -> StoreResult<bool> {
+        let reply = self.script(what, script, key, args).await?;
+        match int(&reply) {
+            Some(n) => Ok(n == 1),
+            None => Err(self.malformed(what, format!("{reply:?}"))),
+        }
+    }
+
+    async fn settle(&self, status: &'static str, r: SettleRequest) -> StoreResult<bool> {
+        let what = if status == COMPLETED { "Redis complete failed" } else { "Redis fail failed" };
+        let present = |v: &Option<String>| if v.is_some() { "1" } else { "0" }.to_string();
+        let args = vec![
+            r.token.clone(),
+            status.to_string(),
+            present(&r.result),
+            r.result.clone().unwrap_or_default(),
+            present(&r.error),
+            r.error.clone().unwrap_or_default(),
+            r.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
+        ];
+        self.flag_script(what, scripts::settle(), &r.key, args).await
+    }
+
+    async fn get(&self, key: String) -> StoreResult<Option<NativeRecord>> {
+        const WHAT: &str = "Redis read failed";
+        let redis_key = self.redis_key(&key);
+        let replies: Vec<Value> = self
+            .conn
+            .run(WHAT, |mut c| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("TIME").cmd("HGETALL").arg(&redis_key);
+                async move { pipe.query_async::<Vec<Value>>(&mut c).await }
+            })
+            .await?;
+        let [time, hash] = replies.as_slice() else { return Err(self.malformed(WHAT, format!("{replies:?}"))) };
+        let now = server_ms(time).ok_or_else(|| self.malformed(WHAT, format!("{time:?}")))?;
+        let f = fields(hash).ok_or_else(|| self.malformed(WHAT, "a record that is not a hash"))?;
+        if f.is_empty() {
+            return Ok(None);
+        }
+        let record = to_record(&key, f).map_err(|e| self.conn.target.failure(WHAT, e))?;
+        Ok((!record.expired(now)).then(|| record.into()))
+    }
+
+    async fn server_time(&self, what: &str) -> StoreResult<i64> {
+        let reply: Value = self.conn.run(what, |mut c| async move { redis::cmd("TIME").query_async(&mut c).await }).await?;
+        server_ms(&reply).ok_or_else(|| self.malformed(what, format!("{reply:?}")))
+    }
+
+    /// The next batch of keys under the prefix (SCAN, never KEYS); `None` when done.
+    async fn scan_step(&self, what: &str, scan: &mut Scan) -> StoreResult<Option<Vec<String>>> {
+        while !scan.done {
+            let cursor = scan.cursor;
+            let (next, keys): (u64, Vec<Vec<u8>>) = self
+                .conn
+                .run(what, |mut c| {
+                    let mut cmd = redis::cmd("SCAN");
+                    cmd.arg(cursor).arg("MATCH").arg(&scan.pattern).arg("COUNT").arg(SCAN_COUNT);
+                    async move { cmd.query_async(&mut c).await }
+                })
+                .await?;
+            scan.cursor = next;
+            scan.done = next == 0;
+            // SCAN may return a key twice; keys that are not UTF-8 were not written here.
+            let batch: Vec<String> = keys
+                .into_iter()
+                .filter_map(|k| String::from_utf8(k).ok())
+                .filter(|k| scan.seen.insert(k.clone()))
+                .collect();
+            if !batch.is_empty() {
+                return Ok(Some(batch));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every record under the prefix (expired ones included), and the server's time.
+    async fn all_records(&self, what: &str) -> StoreResult<(i64, Vec<Record>)> {
+        let now = self.server_time(what).await?;
+        let mut records = Vec::new();
+        let prefix_len = self.prefix.len();
+        let mut scan = Scan::new(&self.prefix);
+        while let Some(keys) = self.scan_step(what, &mut scan).await? {
+            let replies: Vec<RedisResultValue> = self
+                .conn
+                .run(what, |mut c| {
+                    let mut pipe = redis::pipe();
+                    for k in &keys {
+                        pipe.cmd("HGETALL").arg(k);
+                    }
+                    pipe.ignore_errors();
+                    async move { pipe.query_async::<Vec<RedisResultValue>>(&mut c).await }
+                })
+                .await?;
+            for (k, reply) in keys.iter().zip(replies) {
+                // A key that is not a hash, or a hash that is not a record, is not ours.
+                let Ok(v) = reply else { continue };
+                let Some(f) = fields(&v).filter(|f| !f.is_empty()) else { continue };
+                if let Ok(r) = to_record(k.get(prefix_len..).unwrap_or(k), f) {
+                    records.push(r);
+                }
+            }
+        }
+        Ok((now, records))
+    }
+
+    async fn list(&self, status: Option<String>, limit: Option<u32>) -> StoreResult<Vec<NativeRecord>> {
+        let (now, records) = self.all_records("Redis list failed").await?;
+        let mut records: Vec<Record> = records
+            .into_iter()
+            .filter(|r| !r.expired(now) && status.as_deref().is_none_or(|s| r.status == s))
+            .collect();
+        records.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.key.cmp(&b.key)));
+        if let Some(limit) = limit {
+            records.truncate(limit as usize);
+        }
+        Ok(records.into_iter().map(Into::into).collect())
+    }
+
+    async fn stats(&self) -> StoreResult<NativeStats> {
+        let (now, records) = self.all_records("Redis stats failed").await?;
+        let mut stats = NativeStats::default();
+        for r in records {
+            if r.expired(now) {
+                stats.expired += 1;
+                continue;
+            }
+            match r.status.as_str() {
+                PENDING => {
+                    stats.pending += 1;
+                    let at = r.created_at as f64;
+                    stats.oldest_pending_at = Some(stats.oldest_pending_at.map_or(at, |o: f64| o.min(at)));
+                }
+                COMPLETED => stats.completed += 1,
+                _ => stats.failed += 1,
+            }
+        }
+        // The server's memory is shared with other data: no size is reported.
+        stats.size_bytes = None;
+        Ok(stats)
+    }
+
+    async fn clear(&self, key: Option<String>) -> StoreResult<u32> {
+        const WHAT: &str = "Redis clear failed";
+        if let Some(key) = key {
+            let redis_key = self.redis_key(&key);
+            let n: i64 = self
+                .conn
+                .run(WHAT, |mut c| {
+                    let mut cmd = redis::cmd("UNLINK");
+                    cmd.arg(&redis_key);
+                    async move { cmd.query_async(&mut c).await }
+                })
+                .await?;
+            return Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX));
+        }
+        let mut total: u64 = 0;
+        let mut scan = Scan::new(&self.prefix);
+        while let Some(keys) = self.scan_step(WHAT, &mut scan).await? {
+            let n: i64 = self
+                .conn
+                .run(WHAT, |mut c| {
+                    let mut cmd = redis::cmd("UNLINK");
+                    cmd.arg(&keys);
+                    async move { cmd.query_async(&mut c).await }
+                })
+                .await?;
+            total += n.max(0) as u64;
+        }
+        Ok(u32::try_from(total).unwrap_or(u32::MAX))
+    }
+}
+
+type RedisResultValue = redis::RedisResult<Value>;
+
+/// A SCAN walk over the prefix.
+struct Scan {
+    pattern: String,
+    cursor: u64,
+    done: bool,
+    seen: HashSet<String>,
+}
+
+impl Scan {
+    fn new(prefix: &str) -> Self {
+        Scan { pattern: match_pattern(prefix), cursor: 0, done: false, seen: HashSet::new() }
+    }
+}
+
+impl NativeRedisStore {
+    /// Builds a store from options without any I/O (shared by the constructor and tests).
+    pub fn from_options(options: RedisOptions) -> StoreResult<Self> {
+        let target = Target::parse(&options.url)?;
+        let bad = |e: StoreFailure| target.failure("invalid Redis store options", e);
+        let prefix = options.prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_string());
+        if prefix.is_empty() {
+            return Err(bad(StoreFailure::new(
+                "prefix must not be empty (clear() would delete every key of the database)",
+            )));
+        }
+        let connect = timeout_option("connectTimeoutMs", options.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS).map_err(bad)?;
+        let command = timeout_option("commandTimeoutMs", options.command_timeout_ms, DEFAULT_COMMAND_TIMEOUT_MS).map_err(bad)?;
+        let conn = Conn::new(target, connect, command)?;
+        Ok(NativeRedisStore { inner: Arc::new(Inner { conn, prefix }) })
+    }
+
+    fn with<T, F, Fut>(&self, work: F) -> impl Future<Output = Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+    {
+        guarded(work(self.inner.clone()))
+    }
+}
+
+#[napi]
+impl NativeRedisStore {
+    /// Parses and checks the options; connects on first use, not here.
+    #[napi(constructor, catch_unwind)]
+    pub fn new(options: RedisOptions) -> Result<Self> {
+        Ok(Self::from_options(options)?)
+    }
+
+    /// The server's URL, with any password replaced by `***`.
+    #[napi(getter)]
+    pub fn path(&self) -> String {
+        self.inner.conn.target.label.clone()
+    }
+
+    #[napi]
+    pub async fn acquire(&self, request: AcquireRequest) -> Result<AcquireOutcome> {
+        self.with(|s| async move { s.acquire(request).await }).await
+    }
+
+    #[napi]
+    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
+        self.with(|s| async move {
+            let args = vec![token, ms_arg(lease_ms).to_string()];
+            s.flag_script("Redis renew failed", scripts::renew(), &key, args).await
+        })
+        .await
+    }
+
+    #[napi]
+    pub async fn complete(&self, request: SettleRequest) -> Result<bool> {
+        self.with(|s| async move { s.settle(COMPLETED, request).await }).await
+    }
+
+    #[napi]
+    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
+        self.with(|s| async move { s.settle(FAILED, request).await }).await
+    }
+
+    #[napi]
+    pub async fn release(&self, key: String) -> Result<bool> {
+        self.with(|s| async move { s.flag_script("Redis release failed", scripts::release(), &key, vec![]).await }).await
+    }
+
+    #[napi]
+    pub async fn clear(&self, key: Option<String>) -> Result<u32> {
+        self.with(|s| async move { s.clear(key).await }).await
+    }
+
+    /// Redis removes expired records by itself (each record carries its own expiry), so
+    /// there is nothing to prune: always 0. The only records that count as expired but
+    /// still exist are pending ones past `ttlMs` whose lease has died; they already read as
+    /// absent, and vanish an hour after their lease. Deleting them here would need a
+    /// re-check under a script to avoid racing a new claim, for no gain.
+    #[napi]
+    pub async fn prune(&self) -> Result<u32> {
+        Ok(0)
+    }
+
+    #[napi]
+    pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
+        self.with(|s| async move { s.get(key).await }).await
+    }
+
+    #[napi]
+    pub async fn list_records(&self, status: Option<String>, limit: Option<u32>) -> Result<Vec<NativeRecord>> {
+        self.with(|s| async move { s.list(status, limit).await }).await
+    }
+
+    #[napi]
+    pub async fn stats(&self) -> Result<NativeStats> {
+        self.with(|s| async move { s.stats().await }).await
+    }
+
+    /// Drops the connection. Later calls fail with "the store is closed".
+    #[napi]
+    pub async fn close(&self) -> Result<()> {
+        self.inner.conn.close();
+        Ok(())
+    }
+}
