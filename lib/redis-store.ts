@@ -21,21 +21,18 @@ export interface RedisStoreOptions {
 
 const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs']);
 
-type NativeRedisCtor = new (options: {
-  url: string;
-  prefix?: string;
-  connectTimeoutMs?: number;
-  commandTimeoutMs?: number;
-}) => NativeStore;
-
 export class RedisStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
   readonly path: string;
 
   constructor(options: RedisStoreOptions = {}) {
     const checked = checkOptions(options);
-    const Native = (native as unknown as { NativeRedisStore: NativeRedisCtor }).NativeRedisStore;
-    const store = new Native(checked);
+    let store: NativeStore;
+    try {
+      store = new native.NativeRedisStore(checked);
+    } catch (err) {
+      throw new TypeError(`RedisStore: ${(err as Error).message}`);
+    }
     super(async () => store);
     this.path = store.path;
   }

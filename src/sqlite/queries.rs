@@ -86,6 +86,7 @@ pub fn acquire(conn: &Connection, req: &AcquireRequest, now: i64) -> rusqlite::R
 
 /// Moves a pending record held under `token` to `status`. False when the token is no
 /// longer the record's (the lease was taken over, the record retried or released).
+#[allow(clippy::too_many_arguments)]
 pub fn settle(
     conn: &Connection,
     key: &str,
@@ -148,6 +149,9 @@ pub fn list(conn: &Connection, status: Option<&str>, limit: Option<u32>, now: i6
     ))?;
     let rows = stmt.query_map([status], to_record)?;
     let mut out = Vec::new();
+    if limit == Some(0) {
+        return Ok(out);
+    }
     for row in rows {
         let record = row?;
         if record.expired(now) {

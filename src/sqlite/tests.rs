@@ -21,7 +21,7 @@ fn temp_path(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-fn open_store(path: &PathBuf) -> Connection {
+fn open_store(path: &std::path::Path) -> Connection {
     open::prepare_path(path).unwrap();
     let conn = open::connect(path, &settings()).unwrap();
     open::initialize(&conn, path, &settings()).unwrap();

@@ -10,10 +10,13 @@ local key = KEYS[1]
 local token, status = ARGV[1], ARGV[2]
 local ttl_ms = tonumber(ARGV[7])
 local function int(n) return string.format('%.0f', n) end
-local cur = redis.call('HMGET', key, 'status', 'token', 'settled_token')
+local cur = redis.call('HMGET', key, 'status', 'token', 'settled_token', 'result', 'error')
 if cur[1] ~= 'pending' or cur[2] ~= token then
-  -- A resend of a settle that was applied but whose reply was lost still succeeds.
-  if cur[1] == status and cur[3] == token then return 1 end
+  -- A resend of this very settle (applied, but its reply lost with the connection) still
+  -- succeeds; any other settle of a claim that is no longer current is refused.
+  local same_result = (ARGV[3] == '1' and cur[4] == ARGV[4]) or (ARGV[3] ~= '1' and not cur[4])
+  local same_error = (ARGV[5] == '1' and cur[5] == ARGV[6]) or (ARGV[5] ~= '1' and not cur[5])
+  if cur[1] == status and cur[3] == token and same_result and same_error then return 1 end
   return 0
 end
 local t = redis.call('TIME')
