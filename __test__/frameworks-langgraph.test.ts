@@ -108,7 +108,7 @@ describe('idempotent-tools/langgraph, end to end', () => {
     const config = { configurable: { thread_id: 'thread-interrupt' } };
 
     const first = await graph.invoke({ messages: [new HumanMessage('pay order o-1')] }, config);
-    expect(first.__interrupt__?.[0]?.value).toBe('ok?');
+    expect((first as { __interrupt__?: Array<{ value: unknown }> }).__interrupt__?.[0]?.value).toBe('ok?');
     await executed(s); // the sibling's interrupt does not wait for the payment to be recorded
     const resumed = await graph.invoke(new Command({ resume: 'yes' }), config);
 
@@ -146,7 +146,7 @@ describe('idempotent-tools/langgraph, end to end', () => {
     expect(flakyRuns).toBe(2);
     expect(s.payments).toHaveLength(1);
     expect(s.events).toEqual(['executed', 'replayed']);
-    expect(out.messages.at(-1).content).toBe('done after 2 tool results');
+    expect(out.messages.at(-1)?.content).toBe('done after 2 tool results');
   });
 
   it('resume after a crash: a new graph, new tools and a new store handle on the same checkpoints and file', async () => {
@@ -206,7 +206,7 @@ describe('idempotent-tools/langgraph, end to end', () => {
     expect(new Set(s.seen.map((c) => c.ns)).size).toBe(3);
     expect(s.seen[2].step).not.toBe(s.seen[0].step);
     expect(new Set(s.seen.map((c) => stripTaskIds(c.ns as string)))).toEqual(new Set(['tools']));
-    expect(out.messages.at(-1).content).toBe('done after 1 tool results');
+    expect(out.messages.at(-1)?.content).toBe('done after 1 tool results');
   });
 
   it('the same tool with different arguments in the same step runs each', async () => {

@@ -29,7 +29,6 @@ export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './share
 export interface AiSdkToolOptionsLike {
   toolCallId?: string;
   experimental_context?: unknown;
-  [key: string]: unknown;
 }
 
 export interface AiSdkToolOptions<I, R> extends ToolHelperOptions<I, R> {

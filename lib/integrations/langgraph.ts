@@ -28,13 +28,12 @@ export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './share
 
 /** The parts of a LangChain `RunnableConfig` these helpers read. */
 export interface LangGraphConfigLike {
-  configurable?: { thread_id?: unknown; checkpoint_ns?: unknown; [key: string]: unknown };
-  metadata?: { langgraph_step?: unknown; [key: string]: unknown };
+  configurable?: { thread_id?: unknown; checkpoint_ns?: unknown };
+  metadata?: { langgraph_step?: unknown };
   /** Set by `tool.invoke(toolCall)` (which is how ToolNode calls a tool). */
-  toolCall?: { id?: unknown; [key: string]: unknown };
+  toolCall?: { id?: unknown };
   /** Set by ToolNode's tool runtime. */
   toolCallId?: unknown;
-  [key: string]: unknown;
 }
 
 const WHERE = 'idempotent-tools/langgraph';

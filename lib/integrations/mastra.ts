@@ -27,10 +27,9 @@ export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './share
 
 /** The parts of Mastra's `ToolExecutionContext` this helper reads. */
 export interface MastraContextLike {
-  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string; [key: string]: unknown };
-  requestContext?: { get?(key: string): unknown; [key: string]: unknown };
-  workflow?: { runId?: string; [key: string]: unknown };
-  [key: string]: unknown;
+  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string };
+  requestContext?: unknown;
+  workflow?: { runId?: string };
 }
 
 export interface MastraToolOptions<I, R> extends ToolHelperOptions<I, R> {

@@ -29,13 +29,11 @@ export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './share
 /** The parts of an Agents SDK `RunContext` this helper passes to `scope`. */
 export interface RunContextLike<C = any> {
   context: C;
-  [key: string]: unknown;
 }
 
 /** The parts of the Agents SDK's `ToolCallDetails` this helper reads. */
 export interface ToolCallDetailsLike {
-  toolCall?: { callId?: string; [key: string]: unknown };
-  [key: string]: unknown;
+  toolCall?: { callId?: string };
 }
 
 export interface OpenAiAgentsToolOptions<I, R, C = any> extends ToolHelperOptions<I, R> {
