@@ -1,0 +1,17 @@
+// The offline framework examples run, and each charges exactly once.
+
+import { describe, expect, it } from 'vitest';
+
+import { runNode } from './helpers';
+
+describe('framework examples', () => {
+  for (const framework of ['langgraph', 'ai-sdk', 'openai-agents', 'mastra']) {
+    it(`examples/${framework} runs offline and charges once`, async () => {
+      const r = await runNode([`examples/${framework}/index.mjs`]);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/charges: 1\n/);
+      expect(r.stdout).toMatch(/replayed/);
+    });
+  }
+});

@@ -1,0 +1,73 @@
+// idempotent-tools/mastra. NOT end to end: @mastra/core 1.x declares engines node >=22.13.0
+// and this project runs on Node 20, so it is not a dev dependency. These tests call the
+// wrapped execute the way Mastra 1.x's tool executor does (execute(inputData, context),
+// with context.agent = { agentId, toolCallId, threadId, resourceId, resumeData, ... }, as
+// typed in @mastra/core/dist/tools/types.d.ts, AgentToolExecutionContext).
+
+import { createRequire } from 'node:module';
+
+import { describe, expect, it } from 'vitest';
+
+import { ROOT, lib, tempDb } from './helpers';
+
+const require = createRequire(import.meta.url);
+const { idempotentTool }: typeof import('../dist/integrations/mastra.js') = require(`${ROOT}/dist/integrations/mastra.js`);
+const { SqliteStore } = lib;
+
+function setup(options: Partial<Parameters<typeof idempotentTool>[1]> = {}) {
+  const payments: unknown[] = [];
+  const events: string[] = [];
+  const execute = idempotentTool(
+    async function sendPayment(input: { orderId: string; cents: number }) {
+      payments.push(input);
+      return { receipt: `r-${payments.length}` };
+    },
+    { store: new SqliteStore({ path: tempDb() }), onEvent: (e) => events.push(e.type), ...options },
+  );
+  return { execute, payments, events };
+}
+
+const agentContext = (over: Record<string, unknown> = {}) => ({
+  mastra: { some: 'instance' },
+  abortSignal: new AbortController().signal,
+  agent: { agentId: 'payer', toolCallId: 'call_0', threadId: 'thread-1', resourceId: 'user-1', messages: [], suspend: async () => {}, ...over },
+});
+
+describe('idempotent-tools/mastra (context shape of @mastra/core 1.x; not end to end)', () => {
+  it('an approved tool resumed (run again from the top, same toolCallId) charges once', async () => {
+    const { execute, payments, events } = setup();
+    const input = { orderId: 'o-1', cents: 1999 };
+    const first = await execute(input, agentContext());
+    const resumed = await execute(input, agentContext({ resumeData: { approved: true } }));
+    expect(resumed).toEqual(first);
+    expect(payments).toHaveLength(1);
+    expect(events).toEqual(['executed', 'replayed']);
+  });
+
+  it('different arguments, another thread, or another call id run again', async () => {
+    const { execute, payments } = setup();
+    await execute({ orderId: 'o-1', cents: 1 }, agentContext());
+    await execute({ orderId: 'o-2', cents: 1 }, agentContext({ toolCallId: 'call_1' }));
+    await execute({ orderId: 'o-1', cents: 1 }, agentContext({ threadId: 'thread-2' }));
+    expect(payments).toHaveLength(3);
+  });
+
+  it('a scope option replaces the thread (agents without memory)', async () => {
+    const { execute, payments } = setup({ scope: (_input, ctx) => (ctx.requestContext as { get(k: string): string }).get('conversationId') });
+    const ctx = { agent: { toolCallId: 'call_0' }, requestContext: new Map([['conversationId', 'conv-9']]) };
+    await execute({ orderId: 'o-1', cents: 1 }, ctx as never);
+    await execute({ orderId: 'o-1', cents: 1 }, ctx as never);
+    expect(payments).toHaveLength(1);
+  });
+
+  it('missing framework context or scope: clear TypeErrors, nothing runs', async () => {
+    const { execute, payments } = setup();
+    await expect(execute({ orderId: 'o', cents: 1 }, undefined as never)).rejects.toThrow(/without context\.agent\.toolCallId.*Mastra agent/s);
+    await expect(execute({ orderId: 'o', cents: 1 }, { workflow: { runId: 'r' } })).rejects.toThrow(/workflow step/);
+    await expect(execute({ orderId: 'o', cents: 1 }, { agent: { toolCallId: 'c' } })).rejects.toThrow(/no memory thread.*"scope" option/s);
+    const scoped = setup({ scope: () => undefined });
+    await expect(scoped.execute({ orderId: 'o', cents: 1 }, agentContext())).rejects.toThrow(/"scope" option returned undefined/);
+    expect(payments).toHaveLength(0);
+    expect(scoped.payments).toHaveLength(0);
+  });
+});

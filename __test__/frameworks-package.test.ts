@@ -1,0 +1,44 @@
+// The framework subpaths as users load them: require and import, no framework code loaded.
+
+import { describe, expect, it } from 'vitest';
+
+import { runNode } from './helpers';
+
+const SUBPATHS: Record<string, string[]> = {
+  'idempotent-tools/langgraph': ['idempotentTool', 'toolCallContext', 'threadStepContext', 'stripTaskIds'],
+  'idempotent-tools/ai-sdk': ['idempotentTool'],
+  'idempotent-tools/openai-agents': ['idempotentTool'],
+  'idempotent-tools/mastra': ['idempotentTool'],
+};
+
+describe('framework subpaths', () => {
+  it('require and import give the helpers, and load nothing from node_modules', async () => {
+    const r = await runNode(['-e', `
+      const before = new Set(Object.keys(require.cache));
+      const subpaths = ${JSON.stringify(SUBPATHS)};
+      const missing = [];
+      for (const [p, names] of Object.entries(subpaths)) {
+        const m = require(p);
+        for (const n of names) if (typeof m[n] !== 'function') missing.push(p + ' ' + n);
+      }
+      const loaded = Object.keys(require.cache).filter((f) => !before.has(f) && f.includes('node_modules'));
+      console.log(JSON.stringify({ missing, loaded }));`], { env: { HOME: '/nonexistent-home' } });
+    expect(r.stderr).toBe('');
+    expect(JSON.parse(r.stdout)).toEqual({ missing: [], loaded: [] });
+    const esm = await runNode(['--input-type=module', '-e', `
+      import { idempotentTool, toolCallContext, threadStepContext } from 'idempotent-tools/langgraph';
+      import { idempotentTool as a } from 'idempotent-tools/ai-sdk';
+      import { idempotentTool as o } from 'idempotent-tools/openai-agents';
+      import { idempotentTool as m } from 'idempotent-tools/mastra';
+      console.log([idempotentTool, toolCallContext, threadStepContext, a, o, m].every((f) => typeof f === 'function'));`]);
+    expect(esm.stderr).toBe('');
+    expect(esm.stdout.trim()).toBe('true');
+  });
+
+  it('the core import loads no integration', async () => {
+    const r = await runNode(['-e', `
+      require('idempotent-tools');
+      console.log(JSON.stringify(Object.keys(require.cache).filter((f) => f.includes('integrations'))));`]);
+    expect(JSON.parse(r.stdout)).toEqual([]);
+  });
+});

@@ -1,0 +1,83 @@
+/**
+ * `idempotent-tools/mastra`: idempotent `execute` functions for Mastra 1.x tools
+ * (`execute(inputData, context)`, the call id at `context.agent.toolCallId`).
+ * Imports nothing from `@mastra/core`: it only reads the context object.
+ *
+ * An approved or resumed Mastra tool runs again from its first line with the same
+ * toolCallId. Tool call ids are only unique within one conversation, so the key also needs
+ * a scope: by default the memory thread (`context.agent.threadId`, with `resourceId`);
+ * without memory, pass a `scope` (e.g. from `context.requestContext`).
+ *
+ * ```ts
+ * import { createTool } from '@mastra/core/tools';
+ * import { idempotentTool } from 'idempotent-tools/mastra';
+ *
+ * const sendPayment = createTool({
+ *   id: 'send-payment',
+ *   inputSchema: z.object({ orderId: z.string(), cents: z.number() }),
+ *   requireApproval: true,
+ *   execute: idempotentTool(async function sendPayment({ orderId, cents }) { ... }),
+ * });
+ * ```
+ */
+
+import { type Json, type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
+
+export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './shared.js';
+
+/** The parts of Mastra's `ToolExecutionContext` this helper reads. */
+export interface MastraContextLike {
+  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string };
+  requestContext?: unknown;
+  workflow?: { runId?: string };
+}
+
+export interface MastraToolOptions<I, R> extends ToolHelperOptions<I, R> {
+  /**
+   * The conversation or run the call belongs to: a JSON value, or a function of
+   * `(inputData, context)`. Default: the agent's memory thread (`context.agent.threadId`
+   * and `resourceId`); required when the agent runs without memory.
+   */
+  scope?: Scope<[I, MastraContextLike]>;
+}
+
+const HINT =
+  'give the agent memory (then context.agent.threadId is the scope), or pass { scope: (input, context) => context.requestContext.get("conversationId") }.';
+
+/**
+ * Wraps a Mastra tool `execute(inputData, context)`: the key comes from the scope,
+ * `context.agent.toolCallId` and the input; the context object is passed through but never
+ * serialized into the key. A call without `context.agent.toolCallId` (called by hand, or
+ * from a workflow step rather than an agent) or without a scope is a TypeError.
+ */
+export function idempotentTool<I, R>(
+  fn: (inputData: I, context: MastraContextLike) => R,
+  options?: MastraToolOptions<I, R>,
+): (inputData: I, context: MastraContextLike) => Promise<Awaited<R>> {
+  const { scope, ...rest } = options ?? {};
+  return wrapToolCall<I, [MastraContextLike], R>('mastra', fn, rest, (input, [context]) => {
+    const agent = context !== null && typeof context === 'object' ? context.agent : undefined;
+    const toolCallId = idOf(agent?.toolCallId);
+    if (toolCallId === undefined) {
+      throw new TypeError(
+        'idempotent-tools/mastra: the tool was called without context.agent.toolCallId (its second argument is ' +
+          `${context === null || typeof context !== 'object' ? describe(context) : 'a context without agent.toolCallId'}). ` +
+          'Let a Mastra agent call it; in a workflow step, wrap the function with idempotent() and a context of the run id instead.',
+      );
+    }
+    let scoped: Json;
+    if (scope !== undefined) {
+      scoped = resolveScope('mastra', scope, [input, context], HINT);
+    } else {
+      const threadId = idOf(agent?.threadId);
+      if (threadId === undefined) {
+        throw new TypeError(
+          'idempotent-tools/mastra: no scope: the agent has no memory thread (context.agent.threadId is undefined) and no "scope" option was given. ' +
+            `Tool call ids are only unique within one conversation; ${HINT}`,
+        );
+      }
+      scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
+    }
+    return { framework: 'mastra', toolCallId, scope: scoped };
+  }) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
+}
