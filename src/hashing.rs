@@ -54,7 +54,7 @@ pub fn derived_key(name: &str, context: Option<&str>, payload: &str) -> String {
 }
 
 /// `[fingerprint, derivedKey]` in one crossing of the napi boundary.
-#[napi]
+#[napi(catch_unwind)]
 pub fn call_hashes(name: String, context: Option<String>, payload: String) -> Vec<String> {
     vec![
         fingerprint_of(&name, Some(&payload)),
@@ -63,7 +63,7 @@ pub fn call_hashes(name: String, context: Option<String>, payload: String) -> Ve
 }
 
 /// The fingerprint of a call under an explicit key.
-#[napi]
+#[napi(catch_unwind)]
 pub fn fingerprint(name: String, payload: Option<String>) -> String {
     fingerprint_of(&name, payload.as_deref())
 }

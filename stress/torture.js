@@ -1,0 +1,200 @@
+#!/usr/bin/env node
+// Torture run: 8 processes call the same keys for a fixed time, mixing onDuplicate
+// 'raise', 'block' and 'retry', while this script SIGKILLs random workers and starts new
+// ones. At the end it checks every key's side-effect log against the store and prints a
+// one-line verdict.
+//
+//   node stress/torture.js [--store sqlite|redis] [--seconds 600] [--workers 8] [--keys 40]
+//                          [--redis redis://127.0.0.1:6379/15]
+//
+// The invariant checked: a call that starts after a completion of its key was recorded
+// never runs. (A call that started earlier may still run after it, when its claim was
+// superseded by a 'retry' or a takeover: its own completion is then refused.) Duplicates before that are expected and counted by
+// cause: a 'retry' call (it runs again by design), or a worker killed between its side
+// effect and its record (the documented window).
+
+const { spawn } = require('node:child_process');
+const { appendFileSync, mkdtempSync, readFileSync, rmSync } = require('node:fs');
+const { tmpdir } = require('node:os');
+const { join } = require('node:path');
+const { parseArgs } = require('node:util');
+
+const ROOT = join(__dirname, '..');
+const lib = require(ROOT);
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string', default: 'sqlite' },
+    seconds: { type: 'string', default: '600' },
+    workers: { type: 'string', default: '8' },
+    keys: { type: 'string', default: '40' },
+    redis: { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379/15' },
+    worker: { type: 'string' }, // internal: run as a worker with this JSON config
+  },
+});
+
+const MODES = ['raise', 'block', 'retry'];
+
+function openStore(config) {
+  return config.store === 'redis'
+    ? new lib.RedisStore({ url: config.redis, prefix: config.prefix })
+    : new lib.SqliteStore({ path: config.db });
+}
+
+// ---- a worker: calls random keys in random modes until it is killed or told to stop
+async function work(config) {
+  const store = openStore(config);
+  const log = (line) => appendFileSync(config.log, `${line}\n`);
+  const tools = Object.fromEntries(MODES.map((mode) => [mode, lib.idempotent(async function torture(key, attempt) {
+    log(`effect ${key} ${process.pid} ${mode} ${attempt}`);
+    // Let other calls pile up on this key while it is in flight.
+    await new Promise((r) => setTimeout(r, Math.random() * 20));
+    return { key, by: process.pid, attempt };
+  }, {
+    store,
+    onDuplicate: mode,
+    leaseMs: 500,
+    pollIntervalMs: 10,
+    pollTimeoutMs: 5000,
+    payload: (key) => key, // the attempt number is not part of the call's identity
+    onEvent: (e) => { if (e.type === 'executed') log(`recorded ${e.key} ${process.pid}`); },
+  })]));
+  const stopAt = Date.now() + config.ms;
+  let attempt = 0;
+  const lanes = Array.from({ length: 16 }, async () => {
+    while (Date.now() < stopAt) {
+      const key = `k${Math.floor(Math.random() * config.keys)}`;
+      const mode = MODES[Math.floor(Math.random() * MODES.length)];
+      const id = ++attempt;
+      log(`start ${key} ${process.pid} ${mode} ${id}`);
+      try {
+        await tools[mode].withKey(key)(key, id);
+      } catch (err) {
+        if (!(err instanceof lib.DuplicateInFlightError || err instanceof lib.InFlightTimeoutError)) {
+          log(`error ${key} ${process.pid} ${err.name}: ${err.message.replace(/\n/g, ' ')}`);
+        }
+      }
+    }
+  });
+  await Promise.all(lanes);
+  await store.close();
+}
+
+// ---- the conductor
+async function main() {
+  const seconds = Number(values.seconds);
+  const workers = Number(values.workers);
+  const keys = Number(values.keys);
+  const dir = mkdtempSync(join(tmpdir(), 'idempotent-tools-torture-'));
+  const config = {
+    store: values.store,
+    db: join(dir, 'store.db'),
+    redis: values.redis,
+    prefix: `torture:${process.pid}:${Date.now()}:`,
+    log: join(dir, 'effects.log'),
+    keys,
+  };
+  const deadline = Date.now() + seconds * 1000;
+  let kills = 0;
+  let started = 0;
+  const live = new Set();
+
+  const startWorker = () => {
+    const ms = Math.max(0, deadline - Date.now());
+    const child = spawn(process.execPath, [__filename, '--worker', JSON.stringify({ ...config, ms })], { stdio: ['ignore', 'inherit', 'inherit'] });
+    started++;
+    live.add(child);
+    child.on('exit', () => live.delete(child));
+    return child;
+  };
+  for (let i = 0; i < workers; i++) startWorker();
+
+  // Kill a random worker every now and then, and replace it.
+  while (Date.now() < deadline - 300) {
+    await new Promise((r) => setTimeout(r, 100 + Math.random() * 400));
+    if (Date.now() >= deadline - 300) break;
+    const victims = [...live];
+    const victim = victims[Math.floor(Math.random() * victims.length)];
+    if (victim && victim.exitCode === null) {
+      victim.kill('SIGKILL');
+      kills++;
+      startWorker();
+    }
+  }
+  await Promise.all([...live].map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.on('exit', r)))));
+
+  // Settle every key once more (waiting out dead owners' leases), with no kills.
+  const store = openStore(config);
+  const settle = lib.idempotent(async function torture(key) {
+    appendFileSync(config.log, `effect ${key} ${process.pid} final 0\n`);
+    return { key, by: process.pid, attempt: 0 };
+  }, { store, onDuplicate: 'block', leaseMs: 500, pollIntervalMs: 10, payload: (key) => key,
+       onEvent: (e) => { if (e.type === 'executed') appendFileSync(config.log, `recorded ${e.key} ${process.pid}\n`); } });
+  for (let i = 0; i < keys; i++) {
+    appendFileSync(config.log, `start k${i} ${process.pid} final 0\n`);
+    await settle.withKey(`k${i}`)(`k${i}`);
+  }
+
+  // ---- the verdict
+  const lines = readFileSync(config.log, 'utf8').split('\n').filter(Boolean);
+  const effects = new Map(); // key -> count
+  const recordedSeen = new Set();
+  const killedPids = new Set();
+  let violations = 0;
+  let byRetry = 0;
+  let errors = 0;
+  const firstError = [];
+  const recordedPids = new Set(lines.filter((l) => l.startsWith('recorded ')).map((l) => l.split(' ')[2]));
+  const startedAfterRecord = new Set(); // pid:attempt of calls that started after their key's record
+  for (const line of lines) {
+    const [kind, key, pid, mode, id] = line.split(' ');
+    if (kind === 'start') {
+      if (recordedSeen.has(key)) startedAfterRecord.add(`${pid}:${id}`);
+      continue;
+    }
+    if (kind === 'error') {
+      errors++;
+      if (firstError.length < 3) firstError.push(line);
+      continue;
+    }
+    if (kind === 'recorded') {
+      recordedSeen.add(key);
+      continue;
+    }
+    const n = (effects.get(key) ?? 0) + 1;
+    effects.set(key, n);
+    if (startedAfterRecord.has(`${pid}:${id}`)) {
+      violations++; // started after its key's completion was recorded, and still ran
+      if (firstError.length < 3) firstError.push(`ran after a record: ${line}`);
+    } else if (n > 1 && mode === 'retry') byRetry++;
+    if (!recordedPids.has(pid)) killedPids.add(pid);
+  }
+  const executions = [...effects.values()].reduce((a, b) => a + b, 0);
+  const duplicates = executions - effects.size;
+  const records = await store.listRecords();
+  const notCompleted = records.filter((r) => r.status !== 'completed').length + (keys - records.length);
+  await store.clear();
+  await store.close();
+  const clean = violations === 0 && notCompleted === 0 && errors === 0 && effects.size === keys;
+  console.log(
+    `torture ${values.store}: ${clean ? 'CLEAN' : 'FAILED'}: ${seconds}s, ${started} workers (${kills} killed), ${keys} keys, ` +
+      `${executions} executions, ${duplicates} duplicates before a record (${byRetry} by 'retry', ${duplicates - byRetry} after kills), ` +
+      `${violations} calls that ran although they started after a recorded completion, ${notCompleted} keys not completed, ${errors} unexpected errors`,
+  );
+  for (const e of firstError) console.log(`  ${e}`);
+  if (clean) rmSync(dir, { recursive: true, force: true });
+  else console.log(`  kept the log: ${config.log}`);
+  process.exitCode = clean ? 0 : 1;
+}
+
+if (values.worker) {
+  work(JSON.parse(values.worker)).catch((err) => {
+    console.error(`torture worker: ${err.stack}`);
+    process.exit(3);
+  });
+} else {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(2);
+  });
+}
