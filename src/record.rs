@@ -88,3 +88,22 @@ pub struct NativeStats {
     /// Bytes the store occupies (file size for SQLite, memory for Redis when known).
     pub size_bytes: Option<f64>,
 }
+
+impl NativeStats {
+    /// Counts one record (both stores' `stats` walk their records through this).
+    pub fn count(&mut self, r: &Record, now: i64) {
+        if r.expired(now) {
+            self.expired += 1;
+            return;
+        }
+        match r.status.as_str() {
+            PENDING => {
+                self.pending += 1;
+                let at = r.created_at as f64;
+                self.oldest_pending_at = Some(self.oldest_pending_at.map_or(at, |o| o.min(at)));
+            }
+            COMPLETED => self.completed += 1,
+            _ => self.failed += 1,
+        }
+    }
+}

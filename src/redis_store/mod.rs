@@ -337,19 +337,7 @@ impl Inner {
         let (now, records) = self.all_records("Redis stats failed").await?;
         let mut stats = NativeStats::default();
         for r in records {
-            if r.expired(now) {
-                stats.expired += 1;
-                continue;
-            }
-            match r.status.as_str() {
-                PENDING => {
-                    stats.pending += 1;
-                    let at = r.created_at as f64;
-                    stats.oldest_pending_at = Some(stats.oldest_pending_at.map_or(at, |o: f64| o.min(at)));
-                }
-                COMPLETED => stats.completed += 1,
-                _ => stats.failed += 1,
-            }
+            stats.count(&r, now);
         }
         // The server's memory is shared with other data: no size is reported.
         stats.size_bytes = None;

@@ -5,7 +5,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
-use crate::record::{NativeStats, Record, COMPLETED, FAILED, PENDING};
+use crate::record::{NativeStats, Record, COMPLETED, FAILED};
 use crate::token::new_token;
 
 pub const SCHEMA: &str = "
@@ -169,20 +169,7 @@ pub fn stats(conn: &Connection, now: i64) -> rusqlite::Result<NativeStats> {
     let mut stats = NativeStats::default();
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM records"))?;
     for row in stmt.query_map([], to_record)? {
-        let r = row?;
-        if r.expired(now) {
-            stats.expired += 1;
-            continue;
-        }
-        match r.status.as_str() {
-            PENDING => {
-                stats.pending += 1;
-                let at = r.created_at as f64;
-                stats.oldest_pending_at = Some(stats.oldest_pending_at.map_or(at, |o: f64| o.min(at)));
-            }
-            COMPLETED => stats.completed += 1,
-            _ => stats.failed += 1,
-        }
+        stats.count(&row?, now);
     }
     let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
     let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
