@@ -2,6 +2,8 @@
 
 use napi_derive::napi;
 
+use crate::failure::{StoreFailure, StoreResult};
+
 pub const PENDING: &str = "pending";
 pub const COMPLETED: &str = "completed";
 pub const FAILED: &str = "failed";
@@ -105,5 +107,64 @@ impl NativeStats {
             COMPLETED => self.completed += 1,
             _ => self.failed += 1,
         }
+    }
+}
+
+/// What `complete` and `fail` store for a claim.
+#[napi(object)]
+#[derive(Clone, Debug)]
+pub struct SettleRequest {
+    pub key: String,
+    pub token: String,
+    /// JSON text of the result (`completed` only); absent for `undefined`.
+    pub result: Option<String>,
+    /// JSON text `{"name","message"}`.
+    pub error: Option<String>,
+    pub ttl_ms: Option<f64>,
+}
+
+impl SettleRequest {
+    /// Refuses text that could not be given back: `result` must be JSON and `error` a JSON
+    /// object with a string `name` and `message`. The wrapper always sends such text; this
+    /// guards the store against any other caller of the public store interface.
+    pub fn check(&self) -> StoreResult<()> {
+        if let Some(result) = &self.result {
+            serde_json::from_str::<serde_json::Value>(result)
+                .map_err(|e| StoreFailure::new(format!("the result to store is not valid JSON text ({e})")))?;
+        }
+        if let Some(error) = &self.error {
+            let value: serde_json::Value = serde_json::from_str(error)
+                .map_err(|e| StoreFailure::new(format!("the error to store is not valid JSON text ({e})")))?;
+            if !(value["name"].is_string() && value["message"].is_string()) {
+                return Err(StoreFailure::new("the error to store must be a JSON object with string \"name\" and \"message\""));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settle(result: Option<&str>, error: Option<&str>) -> SettleRequest {
+        SettleRequest {
+            key: "k".into(),
+            token: "t".into(),
+            result: result.map(Into::into),
+            error: error.map(Into::into),
+            ttl_ms: None,
+        }
+    }
+
+    #[test]
+    fn only_text_that_can_be_given_back_is_stored() {
+        assert!(settle(Some(r#"{"a":[1,"x"]}"#), None).check().is_ok());
+        assert!(settle(None, Some(r#"{"name":"E","message":"m"}"#)).check().is_ok());
+        assert!(settle(None, None).check().is_ok());
+        assert!(settle(Some("{not json"), None).check().is_err());
+        assert!(settle(Some(""), None).check().is_err());
+        assert!(settle(None, Some(r#"{"name":"E"}"#)).check().is_err());
+        assert!(settle(None, Some("oops")).check().is_err());
     }
 }

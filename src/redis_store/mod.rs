@@ -33,7 +33,7 @@ use redis::Value;
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
-use crate::sqlite::SettleRequest;
+use crate::record::SettleRequest;
 use crate::token::new_token;
 use connection::{match_pattern, timeout_option, Conn, Target};
 pub use connection::{DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_PREFIX};
@@ -223,6 +223,7 @@ impl Inner {
     }
 
     async fn settle(&self, status: &'static str, r: SettleRequest) -> StoreResult<bool> {
+        r.check()?;
         let what = if status == COMPLETED { "Redis complete failed" } else { "Redis fail failed" };
         let present = |v: &Option<String>| if v.is_some() { "1" } else { "0" }.to_string();
         let args = vec![

@@ -29,7 +29,7 @@ use rusqlite::Connection;
 use crate::claim::{AcquireOutcome, AcquireRequest};
 use crate::clock::now_ms;
 use crate::failure::{StoreFailure, StoreResult};
-use crate::record::{NativeRecord, NativeStats, COMPLETED, FAILED};
+use crate::record::{NativeRecord, NativeStats, SettleRequest, COMPLETED, FAILED};
 use open::{Durability, Settings, StoreFile};
 use writer::Writer;
 
@@ -43,16 +43,6 @@ pub struct SqliteOptions {
     pub busy_timeout_ms: Option<f64>,
 }
 
-#[napi(object)]
-pub struct SettleRequest {
-    pub key: String,
-    pub token: String,
-    /// JSON text of the result (`completed` only); absent for `undefined`.
-    pub result: Option<String>,
-    /// JSON text `{"name","message"}`.
-    pub error: Option<String>,
-    pub ttl_ms: Option<f64>,
-}
 
 /// A read connection and the writer generation it was opened in.
 type Reader = Mutex<Option<(Connection, u64)>>;
@@ -188,6 +178,7 @@ impl NativeSqliteStore {
     }
 
     async fn settle(&self, status: &'static str, r: SettleRequest) -> Result<bool> {
+        r.check()?;
         self.write("store write failed", move |conn| {
             queries::settle(conn, &r.key, &r.token, status, r.result.as_deref(), r.error.as_deref(), r.ttl_ms, now_ms())
         })
