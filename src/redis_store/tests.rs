@@ -211,7 +211,7 @@ async fn claim_table_on_a_real_server() {
     let h = st.acquire(req("d", "fp", 10_000.0, None, false)).await.unwrap();
     assert!(h.acquired && h.attempts == 2 && h.taken_over);
     assert!(!st.settle(COMPLETED, settle_req("d", &stale, Some("1"), None, None)).await.unwrap());
-    assert!(!st.settle(FAILED, settle_req("d", &stale, None, Some("{}"), None)).await.unwrap());
+    assert!(!st.settle(FAILED, settle_req("d", &stale, None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
     assert!(!st.flag_script("renew", scripts::renew(), "d", vec![stale, "1000".into()]).await.unwrap());
     assert_eq!(st.get("d".into()).await.unwrap().unwrap().status, "pending");
 
@@ -262,7 +262,7 @@ async fn expiry_follows_ttl_and_leases() {
     assert!(after >= before + 7_190_000.0);
     assert!(pttl(&mut con, &format!("{prefix}p")) > 7_200_000 + 3_500_000);
     // Settling without ttl persists the record.
-    assert!(st.settle(FAILED, settle_req("p", &token, None, Some("{}"), None)).await.unwrap());
+    assert!(st.settle(FAILED, settle_req("p", &token, None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
     assert_eq!(pttl(&mut con, &format!("{prefix}p")), -1);
     drop(e);
     st.clear(None).await.unwrap();
@@ -272,7 +272,7 @@ async fn expiry_follows_ttl_and_leases() {
 async fn results_keep_undefined_apart_from_empty_strings() {
     let (s, _) = store();
     let st = &s.inner;
-    for (key, result) in [("undef", None), ("empty", Some("")), ("json", Some("\"\""))] {
+    for (key, result) in [("undef", None), ("null", Some("null")), ("empty-string", Some("\"\""))] {
         let a = st.acquire(req(key, "fp", 10_000.0, None, false)).await.unwrap();
         assert!(st.settle(COMPLETED, settle_req(key, a.token.as_ref().unwrap(), result, None, None)).await.unwrap());
         let r = st.get(key.into()).await.unwrap().unwrap();
@@ -283,7 +283,7 @@ async fn results_keep_undefined_apart_from_empty_strings() {
     }
     // A result that could not be stored: completed with an error and no result.
     let a = st.acquire(req("bad", "fp", 10_000.0, None, false)).await.unwrap();
-    assert!(st.settle(COMPLETED, settle_req("bad", a.token.as_ref().unwrap(), None, Some("{\"name\":\"TypeError\"}"), None)).await.unwrap());
+    assert!(st.settle(COMPLETED, settle_req("bad", a.token.as_ref().unwrap(), None, Some(r#"{"name":"TypeError","message":"m"}"#), None)).await.unwrap());
     let r = st.get("bad".into()).await.unwrap().unwrap();
     assert_eq!((r.status.as_str(), r.result.is_none(), r.error.is_some()), ("completed", true, true));
     assert!(st.get("missing".into()).await.unwrap().is_none());
@@ -321,7 +321,7 @@ async fn resent_acquire_and_settle_recognise_their_own_token() {
     let settle = settle_req("k", &token, Some("42"), None, None);
     assert!(st.settle(COMPLETED, settle_req("k", &token, Some("42"), None, None)).await.unwrap());
     assert!(st.settle(COMPLETED, settle).await.unwrap(), "the same settle, resent");
-    assert!(!st.settle(FAILED, settle_req("k", &token, None, Some("{}"), None)).await.unwrap());
+    assert!(!st.settle(FAILED, settle_req("k", &token, None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
     assert!(!st.settle(COMPLETED, settle_req("k", &new_token(), Some("1"), None, None)).await.unwrap());
     let r = st.get("k".into()).await.unwrap().unwrap();
     assert_eq!((r.status.as_str(), r.result.as_deref(), r.attempts), ("completed", Some("42"), 1));
@@ -356,7 +356,7 @@ async fn list_and_stats_scan_the_prefix() {
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
     assert!(st.settle(COMPLETED, settle_req("a", &tokens[1], Some("1"), None, None)).await.unwrap());
-    assert!(st.settle(FAILED, settle_req("c", &tokens[2], None, Some("{}"), None)).await.unwrap());
+    assert!(st.settle(FAILED, settle_req("c", &tokens[2], None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
     let all = st.list(None, None).await.unwrap();
     assert_eq!(all.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["b", "a", "c", "d"]);
     let pending = st.list(Some("pending".into()), None).await.unwrap();
