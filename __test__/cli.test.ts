@@ -117,6 +117,31 @@ describe('idempotent-tools CLI', () => {
     expect((await cli('--db', db, 'inspect')).stdout).toMatch(/No records/);
   });
 
+  it('clear on a terminal asks, and deletes only on yes', async () => {
+    // `script` (util-linux) gives the CLI a pseudo-terminal, as a person at a shell has.
+    const path = join(tempDir(), 'ask.db');
+    const store = new lib.SqliteStore({ path });
+    await lib.idempotent(async function op() { return 1; }, { store })();
+    await store.close();
+    const onTerminal = (answer: string) =>
+      new Promise<{ code: number | null; out: string }>((done, fail) => {
+        const child = require('node:child_process').spawn('script', ['-qec', `${process.execPath} ${CLI} --db ${path} clear`, '/dev/null']);
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => (out += d));
+        child.on('error', fail);
+        child.on('close', (code: number | null) => done({ code, out }));
+        child.stdin.end(`${answer}\n`);
+      });
+    const no = await onTerminal('n');
+    expect(no.out).toMatch(/Delete all 1 records/);
+    expect(no.out).toMatch(/Nothing deleted/);
+    expect(JSON.parse((await cli('--db', path, 'inspect', '--json')).stdout)).toHaveLength(1);
+    const yes = await onTerminal('y');
+    expect(yes.code).toBe(0);
+    expect(yes.out).toMatch(/Deleted 1 record/);
+    expect(JSON.parse((await cli('--db', path, 'inspect', '--json')).stdout)).toHaveLength(0);
+  });
+
   it('release --key frees a stuck pending record; prune deletes expired ones', async () => {
     const path = join(tempDir(), 'ops.db');
     const store = new lib.SqliteStore({ path });
