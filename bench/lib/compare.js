@@ -11,7 +11,7 @@ const { median, quantile } = require('./stats');
 
 /**
  * @param {object} o
- * @param {{name: string, run: (n: number) => Promise<void>, before?: () => void, after?: () => (void | Promise<void>)}[]} o.alts
+ * @param {{name: string, run: (n: number) => Promise<void>, before?: () => (void | Promise<void>), after?: () => (void | Promise<void>)}[]} o.alts
  * @param {number} o.rounds  measured rounds (one extra warm-up round is not counted)
  * @param {number} o.n       operations per alternative per round
  * @param {string} o.baseline  name of the alternative that ratios are taken against
@@ -22,7 +22,7 @@ async function compare({ alts, rounds, n, baseline, warmup = 1 }) {
     const order = (r & 1) === 1 ? [...alts].reverse() : alts;
     for (const alt of order) {
       const measured = r >= 0;
-      if (measured && alt.before) alt.before();
+      if (measured && alt.before) await alt.before();
       const t0 = process.hrtime.bigint();
       await alt.run(n);
       const dt = Number(process.hrtime.bigint() - t0);
