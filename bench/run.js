@@ -117,7 +117,7 @@ function goals(byId, quick) {
     add({ goal: 'Redis: a unique call is two round trips (commands sent per call)', value: c.unique.clientCommandsPerOp.toFixed(2), target: '2', met: Math.abs(c.unique.clientCommandsPerOp - 2) < 0.01, by: Object.entries(c.unique.clientCommandsByName).map(([k, v]) => `${k} ${v}`).join(', ') });
     for (const op of ['replay', 'unique']) {
       const run = redis.data.runs[`${op}/64`];
-      add({ goal: `Redis ${op}s, 64 in flight: >= 2x the faster of Powertools and node-idempotency (${run.fasterAlternative})`, value: fmtRatio(run.speedupVsFasterAlternative), target: '>= 2.00x', ...geq(run.speedupVsFasterAlternative, 2), bar: { label: `Redis ${op}, 64 in flight, vs ${run.fasterAlternative.split(' ')[0]}`, value: run.speedupVsFasterAlternative, goal: 2 } });
+      add({ goal: `Redis ${op}s, 64 in flight: >= 2x the faster of Powertools and node-idempotency (${run.fasterAlternative})`, value: fmtRatio(run.speedupVsFasterAlternative), target: '>= 2.00x', ...geq(run.speedupVsFasterAlternative, 2), bar: { label: `Redis ${op}, 64 in flight, vs ${/Powertools/.test(run.fasterAlternative) ? 'Powertools' : 'node-idempotency'}`, value: run.speedupVsFasterAlternative, goal: 2 } });
       add({ goal: `Redis ${op}s, 64 in flight: >= 50% of the raw-client floor`, value: `${(run.fractionOfFloor * 100).toFixed(0)}%`, target: '>= 50%', ...geq(run.fractionOfFloor, 0.5), bar: { label: `Redis ${op}, 64 in flight, share of floor`, value: run.fractionOfFloor, goal: 0.5 } });
     }
   }

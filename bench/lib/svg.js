@@ -11,7 +11,7 @@ function esc(s) {
 /** @param {{label: string, value: number, goal?: number, met?: boolean}[]} bars */
 function ratioChart(bars, { title, subtitle }) {
   const rowH = 30;
-  const labelW = 360;
+  const labelW = 380;
   const plotW = 420;
   const top = 64;
   const bottom = 40;
