@@ -139,7 +139,14 @@ async function runCall<A extends unknown[], R>(
 
   // The replay fast path: a store that can read a completed record without waiting
   // (SQLite in WAL mode) answers here, with no trip through the async machinery.
-  const peeked = store.peekCompleted?.(key);
+  const hit = store.peekReplay?.(key, fingerprint);
+  if (hit) {
+    emit('replayed', { attempts: hit.attempts });
+    if (hit.error !== null) throw new TypeError(hit.error.message);
+    return hit.result as Awaited<R>;
+  }
+  // A store that answered peekReplay has just looked: a miss goes straight to the async path.
+  const peeked = hit === undefined ? store.peekCompleted?.(key) : null;
   if (peeked) return replay<R>(c, peeked, fingerprint, emit);
 
   // 'block' subscribes to in-process settles before its first look at the store.

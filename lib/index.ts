@@ -25,6 +25,7 @@ export type {
   IdempotencyRecord,
   RecordStatus,
   RecordError,
+  ReplayHit,
   AcquireRequest,
   AcquireResult,
   SettleRequest,

@@ -13,6 +13,7 @@ import type {
   IdempotencyRecord,
   ListOptions,
   RecordStatus,
+  ReplayHit,
   SettleRequest,
   Store,
   StoreStats,
@@ -33,6 +34,7 @@ export interface NativeStore {
   stats(): Promise<native.NativeStats>;
   close(): Promise<void>;
   peekCompleted?(key: string): native.NativeRecord | null;
+  peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
 }
 
 export function toRecord(r: native.NativeRecord): IdempotencyRecord {
@@ -166,6 +168,20 @@ export abstract class NativeBackedStore implements Store {
     if (n === undefined || this.#closed || n.peekCompleted === undefined) return null;
     const r = n.peekCompleted(key);
     return r ? toRecord(r) : null;
+  }
+
+  /** `undefined` when this store cannot peek (Redis), so the wrapper knows to try nothing else. */
+  peekReplay(key: string, fingerprint: string): ReplayHit | null | undefined {
+    const n = this.#native;
+    if (n === undefined || this.#closed) return null;
+    if (n.peekReplay === undefined) return undefined;
+    const r = n.peekReplay(key, fingerprint);
+    if (!r) return null;
+    return {
+      result: r.result == null ? undefined : JSON.parse(r.result),
+      error: r.error == null ? null : JSON.parse(r.error),
+      attempts: r.attempts,
+    };
   }
 
   async close(): Promise<void> {

@@ -70,6 +70,16 @@ impl Open {
     }
 }
 
+/// What a replay needs of a completed record (see `peekReplay`).
+#[napi(object)]
+pub struct ReplayHit {
+    /// JSON text of the result; absent for `undefined`.
+    pub result: Option<String>,
+    /// JSON text `{"name","message"}` when the result could not be stored.
+    pub error: Option<String>,
+    pub attempts: u32,
+}
+
 #[napi]
 pub struct NativeSqliteStore {
     inner: Arc<Open>,
@@ -232,6 +242,20 @@ impl NativeSqliteStore {
         let now = now_ms();
         Ok(match queries::read(conn, &key) {
             Ok(Some(r)) if r.status == COMPLETED && !r.expired(now) => Some(r.into()),
+            _ => None,
+        })
+    }
+
+    /// The wrapper's replay fast path (synchronous): the stored outcome of `key`'s record
+    /// if it is completed, unexpired and was made with `fingerprint`; `null` otherwise, or
+    /// whenever the row cannot be read without waiting. Leaner than `peekCompleted`: three
+    /// columns, and a three-field object instead of a whole record.
+    #[napi(catch_unwind)]
+    pub fn peek_replay(&self, key: String, fingerprint: String) -> Result<Option<ReplayHit>> {
+        let Ok(mut guard) = self.inner.peek.try_lock() else { return Ok(None) };
+        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else { return Ok(None) };
+        Ok(match queries::read_replay(conn, &key, &fingerprint, now_ms()) {
+            Ok(Some((result, error, attempts))) => Some(ReplayHit { result, error, attempts }),
             _ => None,
         })
     }

@@ -51,6 +51,24 @@ pub fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<Record>> {
     stmt.query_row([key], to_record).optional()
 }
 
+/// The replay fast path's read: the stored outcome (result, error, attempts) of `key`'s
+/// record if it is completed, unexpired and made by a call with `fingerprint`; None for
+/// anything else (the caller then takes the async path, which decides every other case).
+/// Reads only the columns a replay needs, so nothing else is copied or converted.
+pub fn read_replay(
+    conn: &Connection,
+    key: &str,
+    fingerprint: &str,
+    now: i64,
+) -> rusqlite::Result<Option<(Option<String>, Option<String>, u32)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT result, error, attempts FROM records
+         WHERE key = ?1 AND status = 'completed' AND fingerprint = ?2
+           AND (expires_at IS NULL OR expires_at > ?3)",
+    )?;
+    stmt.query_row(params![key, fingerprint, now], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).optional()
+}
+
 /// The atomic claim (see `claim.rs`). Must run inside a write transaction.
 pub fn acquire(conn: &Connection, req: &AcquireRequest, now: i64) -> rusqlite::Result<AcquireOutcome> {
     let found = read(conn, &req.key)?;
