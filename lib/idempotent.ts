@@ -117,8 +117,8 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     }
     contextJson = encodeOrThrow(context, 'context', c.name);
   }
-  const [fingerprint, derived] = native.callHashes(c.name, contextJson, payloadJson);
-  return { key: derived, fingerprint };
+  const both = native.callHashes(c.name, contextJson, payloadJson);
+  return { key: both.slice(64), fingerprint: both.slice(0, 64) };
 }
 
 async function runCall<A extends unknown[], R>(
@@ -138,16 +138,14 @@ async function runCall<A extends unknown[], R>(
   const store = resolveStore();
 
   // The replay fast path: a store that can read a completed record without waiting
-  // (SQLite in WAL mode) answers here, with no trip through the async machinery.
+  // (SQLite in WAL mode) answers here, with no trip through the async machinery. Any
+  // other case (a miss, pending, another fingerprint) is decided by acquire below.
   const hit = store.peekReplay?.(key, fingerprint);
   if (hit) {
     emit('replayed', { attempts: hit.attempts });
     if (hit.error !== null) throw new TypeError(hit.error.message);
     return hit.result as Awaited<R>;
   }
-  // A store that answered peekReplay has just looked: a miss goes straight to the async path.
-  const peeked = hit === undefined ? store.peekCompleted?.(key) : null;
-  if (peeked) return replay<R>(c, peeked, fingerprint, emit);
 
   // 'block' subscribes to in-process settles before its first look at the store.
   const watch = c.onDuplicate === 'block' ? new Watch(store, key) : undefined;

@@ -33,7 +33,6 @@ export interface NativeStore {
   listRecords(status?: string | null, limit?: number | null): Promise<native.NativeRecord[]>;
   stats(): Promise<native.NativeStats>;
   close(): Promise<void>;
-  peekCompleted?(key: string): native.NativeRecord | null;
   peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
 }
 
@@ -163,18 +162,10 @@ export abstract class NativeBackedStore implements Store {
     return { ...s, oldestPendingAt: s.oldestPendingAt ?? null, sizeBytes: s.sizeBytes ?? null };
   }
 
-  peekCompleted(key: string): IdempotencyRecord | null {
+  /** See `Store.peekReplay`; always null for a store whose native half cannot peek (Redis). */
+  peekReplay(key: string, fingerprint: string): ReplayHit | null {
     const n = this.#native;
-    if (n === undefined || this.#closed || n.peekCompleted === undefined) return null;
-    const r = n.peekCompleted(key);
-    return r ? toRecord(r) : null;
-  }
-
-  /** `undefined` when this store cannot peek (Redis), so the wrapper knows to try nothing else. */
-  peekReplay(key: string, fingerprint: string): ReplayHit | null | undefined {
-    const n = this.#native;
-    if (n === undefined || this.#closed) return null;
-    if (n.peekReplay === undefined) return undefined;
+    if (n === undefined || this.#closed || n.peekReplay === undefined) return null;
     const r = n.peekReplay(key, fingerprint);
     if (!r) return null;
     return {

@@ -85,15 +85,11 @@ export interface Store {
   /** Deletes one record, or all; returns how many. */
   clear(key?: string): Promise<number>;
   close(): Promise<void>;
-  /** Optional: a completed, unexpired record read synchronously without waiting on
-   * anything, or null. Lets a replay skip the async round trip. */
-  peekCompleted?(key: string): IdempotencyRecord | null;
-  /** Optional, faster form of `peekCompleted` for the wrapper's replay: the stored outcome
-   * of `key`'s record if it is completed, unexpired and made with `fingerprint`, read
-   * synchronously without waiting on anything; null for anything else (the async path
-   * then decides, and reports a fingerprint mismatch); undefined when the store cannot
-   * peek at all (then `peekCompleted` is not tried either). */
-  peekReplay?(key: string, fingerprint: string): ReplayHit | null | undefined;
+  /** Optional, the replay fast path: the stored outcome of `key`'s record if it is
+   * completed, unexpired and made with `fingerprint`, read synchronously and without
+   * waiting on anything (a lock, the network); null for anything else, and then the
+   * wrapper's `acquire` decides (and reports a fingerprint mismatch). */
+  peekReplay?(key: string, fingerprint: string): ReplayHit | null;
   /** Optional (CLI `release`): turns a stuck pending record into `failed`. */
   release?(key: string): Promise<boolean>;
   /** Optional (CLI `prune`): deletes expired records; returns how many. */

@@ -53,13 +53,13 @@ pub fn derived_key(name: &str, context: Option<&str>, payload: &str) -> String {
     hex(&h.finalize())
 }
 
-/// `[fingerprint, derivedKey]` in one crossing of the napi boundary.
+/// The fingerprint (64 hex digits) followed by the derived key (64 more), in one string:
+/// one crossing of the napi boundary and no array to build.
 #[napi(catch_unwind)]
-pub fn call_hashes(name: String, context: Option<String>, payload: String) -> Vec<String> {
-    vec![
-        fingerprint_of(&name, Some(&payload)),
-        derived_key(&name, context.as_deref(), &payload),
-    ]
+pub fn call_hashes(name: String, context: Option<String>, payload: String) -> String {
+    let mut both = fingerprint_of(&name, Some(&payload));
+    both.push_str(&derived_key(&name, context.as_deref(), &payload));
+    both
 }
 
 /// The fingerprint of a call under an explicit key.

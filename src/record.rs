@@ -78,6 +78,16 @@ impl From<Record> for NativeRecord {
     }
 }
 
+/// What a replay needs of a completed record (see `peekReplay`).
+#[napi(object)]
+pub struct ReplayHit {
+    /// JSON text of the result; absent for `undefined`.
+    pub result: Option<String>,
+    /// JSON text `{"name","message"}` when the result could not be stored.
+    pub error: Option<String>,
+    pub attempts: u32,
+}
+
 /// Counts for `stats`.
 #[napi(object)]
 #[derive(Clone, Debug, Default)]

@@ -1,5 +1,5 @@
 //! `RedisStore`'s native half: the same method surface as `NativeSqliteStore`, so one
-//! TypeScript wrapper drives both (there is no `peekCompleted`: Redis cannot be read
+//! TypeScript wrapper drives both (there is no `peekReplay`: Redis cannot be read
 //! without a round trip, and a replay is one round trip anyway).
 //!
 //! - One record per key: a hash at `prefix + key`, fields `name`, `fingerprint`, `status`,

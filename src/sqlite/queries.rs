@@ -5,7 +5,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
-use crate::record::{NativeStats, Record, COMPLETED, FAILED};
+use crate::record::{NativeStats, Record, ReplayHit, COMPLETED, FAILED};
 use crate::token::new_token;
 
 pub const SCHEMA: &str = "
@@ -60,13 +60,16 @@ pub fn read_replay(
     key: &str,
     fingerprint: &str,
     now: i64,
-) -> rusqlite::Result<Option<(Option<String>, Option<String>, u32)>> {
+) -> rusqlite::Result<Option<ReplayHit>> {
     let mut stmt = conn.prepare_cached(
         "SELECT result, error, attempts FROM records
          WHERE key = ?1 AND status = 'completed' AND fingerprint = ?2
            AND (expires_at IS NULL OR expires_at > ?3)",
     )?;
-    stmt.query_row(params![key, fingerprint, now], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).optional()
+    stmt.query_row(params![key, fingerprint, now], |row| {
+        Ok(ReplayHit { result: row.get(0)?, error: row.get(1)?, attempts: row.get(2)? })
+    })
+    .optional()
 }
 
 /// The atomic claim (see `claim.rs`). Must run inside a write transaction.
