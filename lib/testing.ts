@@ -258,15 +258,17 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
     it('a live owner keeps its lease by renewal while fn outlasts leaseMs', withStore(async (store) => {
       let runs = 0;
       const release = gate();
+      // Only the first run waits: a takeover (the bug this test looks for) then fails the
+      // assertion below instead of hanging on the gate.
       const long = idempotent(async function long() {
         runs++;
-        await release.promise;
+        if (runs === 1) await release.promise;
         return 'done';
-      }, { store, leaseMs: 60 });
+      }, { store, leaseMs: 250 });
       const first = long();
       const key = long.keyFor();
       await waitUntilPending(store, key);
-      const until = Date.now() + 240; // four leases
+      const until = Date.now() + 1000; // four leases
       while (Date.now() < until) {
         await assert.rejects(long(), DuplicateInFlightError);
         await new Promise((r) => setTimeout(r, 15));

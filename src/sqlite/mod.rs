@@ -26,7 +26,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use rusqlite::Connection;
 
-use crate::claim::{AcquireOutcome, AcquireRequest};
+use crate::claim::AcquireRequest;
 use crate::clock::now_ms;
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{NativeRecord, NativeStats, ReplayHit, SettleRequest, COMPLETED, FAILED};
@@ -129,18 +129,23 @@ impl NativeSqliteStore {
         self.inner.label.clone()
     }
 
-    async fn write<T, F>(&self, what: &'static str, work: F) -> Result<T>
+    /// Queues a write and returns its promise, which the writer thread settles itself
+    /// once the commit is done: no async runtime thread in between.
+    fn write<'env, T, F>(&self, env: &'env Env, work: F) -> Result<Object<'env>>
     where
-        T: Send + 'static,
+        T: ToNapiValue + Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
+        let (deferred, promise) = env.create_deferred::<T, Box<dyn FnOnce(Env) -> Result<T>>>()?;
         let label = self.inner.label.clone();
-        let outcome = self
-            .inner
-            .writer
-            .write(move |conn| work(conn).map_err(|e| StoreFailure::at(&label, what, open::describe(e))))
-            .await;
-        Ok(outcome?)
+        self.inner.writer.submit(
+            move |conn| work(conn).map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e))),
+            Box::new(move |outcome| match outcome {
+                Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
+                Err(failure) => deferred.reject(failure.into()),
+            }),
+        );
+        Ok(promise)
     }
 
     async fn read<T, F>(&self, what: &'static str, work: F) -> Result<T>
@@ -157,47 +162,46 @@ impl NativeSqliteStore {
         .await
     }
 
-    #[napi]
-    pub async fn acquire(&self, request: AcquireRequest) -> Result<AcquireOutcome> {
-        self.write("store write failed", move |conn| queries::acquire(conn, &request, now_ms())).await
+    #[napi(ts_return_type = "Promise<AcquireOutcome>")]
+    pub fn acquire<'env>(&self, env: &'env Env, request: AcquireRequest) -> Result<Object<'env>> {
+        self.write(env, move |conn| queries::acquire(conn, &request, now_ms()))
     }
 
-    #[napi]
-    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
-        self.write("store write failed", move |conn| queries::renew(conn, &key, &token, lease_ms, now_ms())).await
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn renew<'env>(&self, env: &'env Env, key: String, token: String, lease_ms: f64) -> Result<Object<'env>> {
+        self.write(env, move |conn| queries::renew(conn, &key, &token, lease_ms, now_ms()))
     }
 
-    #[napi]
-    pub async fn complete(&self, request: SettleRequest) -> Result<bool> {
-        self.settle(COMPLETED, request).await
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn complete<'env>(&self, env: &'env Env, request: SettleRequest) -> Result<Object<'env>> {
+        self.settle(env, COMPLETED, request)
     }
 
-    #[napi]
-    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
-        self.settle(FAILED, request).await
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn fail<'env>(&self, env: &'env Env, request: SettleRequest) -> Result<Object<'env>> {
+        self.settle(env, FAILED, request)
     }
 
-    async fn settle(&self, status: &'static str, r: SettleRequest) -> Result<bool> {
+    fn settle<'env>(&self, env: &'env Env, status: &'static str, r: SettleRequest) -> Result<Object<'env>> {
         r.check()?;
-        self.write("store write failed", move |conn| {
+        self.write(env, move |conn| {
             queries::settle(conn, &r.key, &r.token, status, r.result.as_deref(), r.error.as_deref(), r.ttl_ms, now_ms())
         })
-        .await
     }
 
-    #[napi]
-    pub async fn release(&self, key: String) -> Result<bool> {
-        self.write("store write failed", move |conn| queries::release(conn, &key, now_ms())).await
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'env>(&self, env: &'env Env, key: String) -> Result<Object<'env>> {
+        self.write(env, move |conn| queries::release(conn, &key, now_ms()))
     }
 
-    #[napi]
-    pub async fn clear(&self, key: Option<String>) -> Result<u32> {
-        self.write("store write failed", move |conn| queries::clear(conn, key.as_deref())).await
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn clear<'env>(&self, env: &'env Env, key: Option<String>) -> Result<Object<'env>> {
+        self.write(env, move |conn| queries::clear(conn, key.as_deref()))
     }
 
-    #[napi]
-    pub async fn prune(&self) -> Result<u32> {
-        self.write("store write failed", move |conn| queries::prune(conn, now_ms())).await
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn prune<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        self.write(env, move |conn| queries::prune(conn, now_ms()))
     }
 
     #[napi]

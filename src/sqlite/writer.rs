@@ -12,7 +12,6 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
-use tokio::sync::oneshot;
 
 use super::open::{FileId, StoreFile};
 use crate::failure::{StoreFailure, StoreResult};
@@ -27,10 +26,14 @@ trait Job: Send {
     fn settle(self: Box<Self>, commit: StoreResult<()>);
 }
 
+/// Where a job's answer goes: straight to a JavaScript promise (see `mod.rs`), so no
+/// other thread stands between the commit and the caller.
+pub type Reply<T> = Box<dyn FnOnce(StoreResult<T>) + Send>;
+
 struct Task<T, F> {
     work: Option<F>,
     outcome: Option<StoreResult<T>>,
-    reply: oneshot::Sender<StoreResult<T>>,
+    reply: Reply<T>,
 }
 
 impl<T: Send, F: FnOnce(&Connection) -> StoreResult<T> + Send> Job for Task<T, F> {
@@ -47,7 +50,7 @@ impl<T: Send, F: FnOnce(&Connection) -> StoreResult<T> + Send> Job for Task<T, F
             Ok(()) => self.outcome.unwrap_or_else(|| Err(StoreFailure::new("the job did not run"))),
             Err(e) => Err(e),
         };
-        let _ = self.reply.send(answer); // the caller may have gone away; nothing to do then
+        (self.reply)(answer);
     }
 }
 
@@ -73,19 +76,21 @@ impl Writer {
         Ok(Writer { queue: Mutex::new(Some(queue)), thread: Mutex::new(Some(thread)) })
     }
 
-    /// Queues `work` to run inside a write transaction; resolves after the commit.
-    pub async fn write<T, F>(&self, work: F) -> StoreResult<T>
+    /// Queues `work` to run inside a write transaction; `reply` gets its outcome after the
+    /// commit (or at once, if the store is closed).
+    pub fn submit<T, F>(&self, work: F, reply: Reply<T>)
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        let (reply, answer) = oneshot::channel();
-        let queue = self.queue.lock().map_err(|_| StoreFailure::new("the store's queue is poisoned"))?.clone();
-        queue
-            .ok_or_else(|| StoreFailure::new("the store is closed"))?
-            .send(Box::new(Task { work: Some(work), outcome: None, reply }))
-            .map_err(|_| StoreFailure::new("the store is closed"))?;
-        answer.await.unwrap_or_else(|_| Err(StoreFailure::new("the store's writer thread stopped")))
+        let queue = match self.queue.lock() {
+            Ok(queue) => queue.clone(),
+            Err(_) => None,
+        };
+        let Some(queue) = queue else { return reply(Err(StoreFailure::new("the store is closed"))) };
+        if let Err(mpsc::SendError(task)) = queue.send(Box::new(Task { work: Some(work), outcome: None, reply })) {
+            task.settle(Err(StoreFailure::new("the store is closed")));
+        }
     }
 
     /// Stops accepting jobs, lets the queued ones finish, and waits for the thread.
