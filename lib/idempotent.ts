@@ -13,6 +13,7 @@ import {
   asStoreError,
 } from './errors.js';
 import { crashPoint } from './fault.js';
+import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { keepLease } from './lease.js';
 import * as native from './native.js';
@@ -183,6 +184,7 @@ async function claimOrWait<A extends unknown[], R>(
       emit('store-error', { error: err });
       throw asStoreError(err, key);
     }
+    await pace(); // a burst of replies resumes over several turns of the loop
     if (claim.acquired) {
       if (claim.takenOver) emit('taken-over', { attempts: claim.attempts });
       return execute(c, store, fn, args, key, claim.token, claim.attempts, emit);
@@ -306,6 +308,7 @@ async function execute<A extends unknown[], R>(
   } finally {
     notify(store, key);
   }
+  await pace();
   crashPoint('after-complete');
   emit(recorded ? 'executed' : 'lease-lost', { attempts });
   if (unstorable !== undefined) throw new TypeError(unstorable.message);

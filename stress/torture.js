@@ -63,7 +63,10 @@ async function work(config) {
   let attempt = 0;
   const lanes = Array.from({ length: 16 }, async () => {
     while (Date.now() < stopAt) {
-      const key = `k${Math.floor(Math.random() * config.keys)}`;
+      // The key space moves on every few seconds, so new keys keep being claimed (and
+      // raced, and killed) all run long, not only at its start.
+      const generation = Math.floor((Date.now() - config.startedAt) / config.rotateMs);
+      const key = `g${generation}-k${Math.floor(Math.random() * config.keys)}`;
       const mode = MODES[Math.floor(Math.random() * MODES.length)];
       const id = ++attempt;
       log(`start ${key} ${process.pid} ${mode} ${id}`);
@@ -93,6 +96,8 @@ async function main() {
     prefix: `torture:${process.pid}:${Date.now()}:`,
     log: join(dir, 'effects.log'),
     keys,
+    startedAt: Date.now(),
+    rotateMs: 5000,
   };
   const deadline = Date.now() + seconds * 1000;
   let kills = 0;
@@ -130,9 +135,10 @@ async function main() {
     return { key, by: process.pid, attempt: 0 };
   }, { store, onDuplicate: 'block', leaseMs: 500, pollIntervalMs: 10, payload: (key) => key,
        onEvent: (e) => { if (e.type === 'executed') appendFileSync(config.log, `recorded ${e.key} ${process.pid}\n`); } });
-  for (let i = 0; i < keys; i++) {
-    appendFileSync(config.log, `start k${i} ${process.pid} final 0\n`);
-    await settle.withKey(`k${i}`)(`k${i}`);
+  const used = [...new Set(readFileSync(config.log, 'utf8').split('\n').filter((l) => l.startsWith('start ')).map((l) => l.split(' ')[1]))];
+  for (const key of used) {
+    appendFileSync(config.log, `start ${key} ${process.pid} final 0\n`);
+    await settle.withKey(key)(key);
   }
 
   // ---- the verdict
@@ -172,12 +178,12 @@ async function main() {
   const executions = [...effects.values()].reduce((a, b) => a + b, 0);
   const duplicates = executions - effects.size;
   const records = await store.listRecords();
-  const notCompleted = records.filter((r) => r.status !== 'completed').length + (keys - records.length);
+  const notCompleted = records.filter((r) => r.status !== 'completed').length + (used.length - records.length);
   await store.clear();
   await store.close();
-  const clean = violations === 0 && notCompleted === 0 && errors === 0 && effects.size === keys;
+  const clean = violations === 0 && notCompleted === 0 && errors === 0 && effects.size === used.length;
   console.log(
-    `torture ${values.store}: ${clean ? 'CLEAN' : 'FAILED'}: ${seconds}s, ${started} workers (${kills} killed), ${keys} keys, ` +
+    `torture ${values.store}: ${clean ? 'CLEAN' : 'FAILED'}: ${seconds}s, ${started} workers (${kills} killed), ${used.length} keys, ` +
       `${executions} executions, ${duplicates} duplicates before a record (${byRetry} by 'retry', ${duplicates - byRetry} after kills), ` +
       `${violations} calls that ran although they started after a recorded completion, ${notCompleted} keys not completed, ${errors} unexpected errors`,
   );
