@@ -12,7 +12,7 @@ afterAll(() => redis.stop());
 describe.concurrent('torture (short)', () => {
   for (const store of ['sqlite', 'redis']) {
     it(`${store}: 8 processes, random kills, mixed raise/block/retry: clean verdict`, async () => {
-      const r = await runNode([join(ROOT, 'stress', 'torture.js'), '--store', store, '--seconds', '6', '--redis', `${redis.url}/0`]);
+      const r = await runNode([join(ROOT, 'stress', 'torture.js'), '--store', store, '--seconds', '6', '--redis', redis.url]);
       expect(r.stdout, r.stderr).toMatch(/: CLEAN: /);
       expect(r.code).toBe(0);
     });

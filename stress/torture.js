@@ -30,6 +30,7 @@ const { values } = parseArgs({
     keys: { type: 'string', default: '40' },
     redis: { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379/15' },
     worker: { type: 'string' }, // internal: run as a worker with this JSON config
+    verify: { type: 'string' }, // check a kept log again: node stress/torture.js --verify effects.log
   },
 });
 
@@ -81,6 +82,43 @@ async function work(config) {
   });
   await Promise.all(lanes);
   await store.close();
+}
+
+// ---- the verdict, from the log alone
+const START = /^start (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
+const EFFECT = /^effect (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
+const RECORDED = /^recorded (g\d+-k\d+) (\d+)$/;
+
+function verify(text) {
+  const effects = new Map(); // key -> executions
+  const recordedSeen = new Set();
+  const startedAfterRecord = new Set(); // key:pid:id of calls that started after their key's record
+  const out = { executions: 0, duplicates: 0, byRetry: 0, violations: 0, errors: 0, torn: 0, keysRun: 0, firstError: [] };
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    let m;
+    if ((m = START.exec(line))) {
+      if (recordedSeen.has(m[1])) startedAfterRecord.add(`${m[1]}:${m[2]}:${m[4]}`);
+    } else if ((m = RECORDED.exec(line))) {
+      recordedSeen.add(m[1]);
+    } else if ((m = EFFECT.exec(line))) {
+      const n = (effects.get(m[1]) ?? 0) + 1;
+      effects.set(m[1], n);
+      if (startedAfterRecord.has(`${m[1]}:${m[2]}:${m[4]}`)) {
+        out.violations++; // started after its key's completion was recorded, and still ran
+        if (out.firstError.length < 3) out.firstError.push(`ran after a record: ${line}`);
+      } else if (n > 1 && m[3] === 'retry') out.byRetry++;
+    } else if (line.startsWith('error ')) {
+      out.errors++;
+      if (out.firstError.length < 3) out.firstError.push(line);
+    } else {
+      out.torn++; // a worker SIGKILLed while appending its line
+    }
+  }
+  out.executions = [...effects.values()].reduce((a, b) => a + b, 0);
+  out.duplicates = out.executions - effects.size;
+  out.keysRun = effects.size;
+  return out;
 }
 
 // ---- the conductor
@@ -135,57 +173,25 @@ async function main() {
     return { key, by: process.pid, attempt: 0 };
   }, { store, onDuplicate: 'block', leaseMs: 500, pollIntervalMs: 10, payload: (key) => key,
        onEvent: (e) => { if (e.type === 'executed') appendFileSync(config.log, `recorded ${e.key} ${process.pid}\n`); } });
-  const used = [...new Set(readFileSync(config.log, 'utf8').split('\n').filter((l) => l.startsWith('start ')).map((l) => l.split(' ')[1]))];
+  const used = [...new Set(readFileSync(config.log, 'utf8').split('\n').map((l) => START.exec(l)?.[1]).filter(Boolean))];
   for (const key of used) {
     appendFileSync(config.log, `start ${key} ${process.pid} final 0\n`);
     await settle.withKey(key)(key);
   }
 
   // ---- the verdict
-  const lines = readFileSync(config.log, 'utf8').split('\n').filter(Boolean);
-  const effects = new Map(); // key -> count
-  const recordedSeen = new Set();
-  const killedPids = new Set();
-  let violations = 0;
-  let byRetry = 0;
-  let errors = 0;
-  const firstError = [];
-  const recordedPids = new Set(lines.filter((l) => l.startsWith('recorded ')).map((l) => l.split(' ')[2]));
-  const startedAfterRecord = new Set(); // pid:attempt of calls that started after their key's record
-  for (const line of lines) {
-    const [kind, key, pid, mode, id] = line.split(' ');
-    if (kind === 'start') {
-      if (recordedSeen.has(key)) startedAfterRecord.add(`${pid}:${id}`);
-      continue;
-    }
-    if (kind === 'error') {
-      errors++;
-      if (firstError.length < 3) firstError.push(line);
-      continue;
-    }
-    if (kind === 'recorded') {
-      recordedSeen.add(key);
-      continue;
-    }
-    const n = (effects.get(key) ?? 0) + 1;
-    effects.set(key, n);
-    if (startedAfterRecord.has(`${pid}:${id}`)) {
-      violations++; // started after its key's completion was recorded, and still ran
-      if (firstError.length < 3) firstError.push(`ran after a record: ${line}`);
-    } else if (n > 1 && mode === 'retry') byRetry++;
-    if (!recordedPids.has(pid)) killedPids.add(pid);
-  }
-  const executions = [...effects.values()].reduce((a, b) => a + b, 0);
-  const duplicates = executions - effects.size;
+  const v = verify(readFileSync(config.log, 'utf8'));
+  const { executions, duplicates, byRetry, violations, errors, torn, firstError } = v;
   const records = await store.listRecords();
   const notCompleted = records.filter((r) => r.status !== 'completed').length + (used.length - records.length);
   await store.clear();
   await store.close();
-  const clean = violations === 0 && notCompleted === 0 && errors === 0 && effects.size === used.length;
+  const clean = violations === 0 && notCompleted === 0 && errors === 0 && v.keysRun === used.length;
   console.log(
     `torture ${values.store}: ${clean ? 'CLEAN' : 'FAILED'}: ${seconds}s, ${started} workers (${kills} killed), ${used.length} keys, ` +
       `${executions} executions, ${duplicates} duplicates before a record (${byRetry} by 'retry', ${duplicates - byRetry} after kills), ` +
-      `${violations} calls that ran although they started after a recorded completion, ${notCompleted} keys not completed, ${errors} unexpected errors`,
+      `${violations} calls that ran although they started after a recorded completion, ${notCompleted} keys not completed, ${errors} unexpected errors` +
+      (torn ? ` (${torn} log lines torn by a kill, ignored)` : ''),
   );
   for (const e of firstError) console.log(`  ${e}`);
   if (clean) rmSync(dir, { recursive: true, force: true });
@@ -193,7 +199,10 @@ async function main() {
   process.exitCode = clean ? 0 : 1;
 }
 
-if (values.worker) {
+if (values.verify) {
+  const v = verify(readFileSync(values.verify, 'utf8'));
+  console.log(JSON.stringify({ ...v, firstError: undefined }), v.firstError);
+} else if (values.worker) {
   work(JSON.parse(values.worker)).catch((err) => {
     console.error(`torture worker: ${err.stack}`);
     process.exit(3);
