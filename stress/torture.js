@@ -14,7 +14,7 @@
 // effect and its record (the documented window).
 
 const { spawn } = require('node:child_process');
-const { appendFileSync, mkdtempSync, readFileSync, rmSync } = require('node:fs');
+const { appendFileSync, closeSync, mkdtempSync, openSync, readSync, rmSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const { join } = require('node:path');
 const { parseArgs } = require('node:util');
@@ -89,13 +89,32 @@ const START = /^start (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
 const EFFECT = /^effect (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
 const RECORDED = /^recorded (g\d+-k\d+) (\d+)$/;
 
-function verify(text) {
+/** Calls `fn` with each line of the file, reading it in pieces (a long run's log is GBs). */
+function eachLine(file, fn) {
+  const fd = openSync(file, 'r');
+  const buffer = Buffer.alloc(1 << 20);
+  let rest = '';
+  try {
+    for (;;) {
+      const n = readSync(fd, buffer, 0, buffer.length, null);
+      if (n === 0) break;
+      const lines = (rest + buffer.toString('utf8', 0, n)).split('\n');
+      rest = lines.pop();
+      for (const line of lines) fn(line);
+    }
+    if (rest !== '') fn(rest);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function verify(file) {
   const effects = new Map(); // key -> executions
   const recordedSeen = new Set();
   const startedAfterRecord = new Set(); // key:pid:id of calls that started after their key's record
   const out = { executions: 0, duplicates: 0, byRetry: 0, violations: 0, errors: 0, torn: 0, keysRun: 0, firstError: [] };
-  for (const line of text.split('\n')) {
-    if (line === '') continue;
+  eachLine(file, (line) => {
+    if (line === '') return;
     let m;
     if ((m = START.exec(line))) {
       if (recordedSeen.has(m[1])) startedAfterRecord.add(`${m[1]}:${m[2]}:${m[4]}`);
@@ -114,7 +133,7 @@ function verify(text) {
     } else {
       out.torn++; // a worker SIGKILLed while appending its line
     }
-  }
+  });
   out.executions = [...effects.values()].reduce((a, b) => a + b, 0);
   out.duplicates = out.executions - effects.size;
   out.keysRun = effects.size;
@@ -173,14 +192,19 @@ async function main() {
     return { key, by: process.pid, attempt: 0 };
   }, { store, onDuplicate: 'block', leaseMs: 500, pollIntervalMs: 10, payload: (key) => key,
        onEvent: (e) => { if (e.type === 'executed') appendFileSync(config.log, `recorded ${e.key} ${process.pid}\n`); } });
-  const used = [...new Set(readFileSync(config.log, 'utf8').split('\n').map((l) => START.exec(l)?.[1]).filter(Boolean))];
+  const usedSet = new Set();
+  eachLine(config.log, (l) => {
+    const m = START.exec(l);
+    if (m) usedSet.add(m[1]);
+  });
+  const used = [...usedSet];
   for (const key of used) {
     appendFileSync(config.log, `start ${key} ${process.pid} final 0\n`);
     await settle.withKey(key)(key);
   }
 
   // ---- the verdict
-  const v = verify(readFileSync(config.log, 'utf8'));
+  const v = verify(config.log);
   const { executions, duplicates, byRetry, violations, errors, torn, firstError } = v;
   const records = await store.listRecords();
   const notCompleted = records.filter((r) => r.status !== 'completed').length + (used.length - records.length);
@@ -200,7 +224,7 @@ async function main() {
 }
 
 if (values.verify) {
-  const v = verify(readFileSync(values.verify, 'utf8'));
+  const v = verify(values.verify);
   console.log(JSON.stringify({ ...v, firstError: undefined }), v.firstError);
 } else if (values.worker) {
   work(JSON.parse(values.worker)).catch((err) => {
