@@ -110,20 +110,42 @@ function eachLine(file, fn) {
 
 function verify(file) {
   const effects = new Map(); // key -> executions
-  const recordedSeen = new Set();
-  const startedAfterRecord = new Set(); // key:pid:id of calls that started after their key's record
+  const firstRecord = new Map(); // key -> line number of its first recorded completion
+  // Where each call started: per worker pid, line numbers indexed by its attempt id (dense
+  // from 1); the conductor's final pass by key. Tens of millions of calls fit in arrays.
+  const starts = new Map();
+  const finalStarts = new Map();
+  const startOf = (key, pid, mode, id) => {
+    if (mode === 'final') return finalStarts.get(key);
+    return starts.get(pid)?.[Number(id)];
+  };
   const out = { executions: 0, duplicates: 0, byRetry: 0, violations: 0, errors: 0, torn: 0, keysRun: 0, firstError: [] };
+  let at = 0;
   eachLine(file, (line) => {
+    at++;
     if (line === '') return;
     let m;
     if ((m = START.exec(line))) {
-      if (recordedSeen.has(m[1])) startedAfterRecord.add(`${m[1]}:${m[2]}:${m[4]}`);
+      if (m[3] === 'final') {
+        finalStarts.set(m[1], at);
+      } else {
+        let arr = starts.get(m[2]);
+        const id = Number(m[4]);
+        if (arr === undefined || arr.length <= id) {
+          const grown = new Float64Array(Math.max(1024, (id + 1) * 2));
+          if (arr) grown.set(arr);
+          starts.set(m[2], (arr = grown));
+        }
+        arr[id] = at;
+      }
     } else if ((m = RECORDED.exec(line))) {
-      recordedSeen.add(m[1]);
+      if (!firstRecord.has(m[1])) firstRecord.set(m[1], at);
     } else if ((m = EFFECT.exec(line))) {
       const n = (effects.get(m[1]) ?? 0) + 1;
       effects.set(m[1], n);
-      if (startedAfterRecord.has(`${m[1]}:${m[2]}:${m[4]}`)) {
+      const started = startOf(m[1], m[2], m[3], m[4]);
+      const recorded = firstRecord.get(m[1]);
+      if (recorded !== undefined && started !== undefined && started > recorded) {
         out.violations++; // started after its key's completion was recorded, and still ran
         if (out.firstError.length < 3) out.firstError.push(`ran after a record: ${line}`);
       } else if (n > 1 && m[3] === 'retry') out.byRetry++;
