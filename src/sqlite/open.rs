@@ -207,10 +207,23 @@ pub fn initialize(conn: &Connection, path: &Path, settings: &Settings) -> StoreR
     check_identity(path, app_id, tables, conn)
 }
 
+/// The file's application id and how many schema objects it has, read in ONE read
+/// transaction: two separate reads could see another process's schema creation half
+/// (the id before its commit, the tables after) and take our own store for a foreign one.
 fn identify(conn: &Connection) -> rusqlite::Result<(i32, i64)> {
-    let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
-    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-    Ok((app_id, tables))
+    let in_transaction = !conn.is_autocommit();
+    if !in_transaction {
+        conn.execute_batch("BEGIN DEFERRED")?;
+    }
+    let read = (|| {
+        let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        Ok((app_id, tables))
+    })();
+    if !in_transaction {
+        let _ = conn.execute_batch("COMMIT");
+    }
+    read
 }
 
 fn check_identity(path: &Path, app_id: i32, tables: i64, conn: &Connection) -> StoreResult<()> {
