@@ -33,6 +33,17 @@ export type IdempotentFunction<A extends unknown[], R> = ((...args: A) => Promis
 
 type Emit = (type: IdempotencyEventType, extra?: Partial<IdempotencyEvent>) => void;
 
+/** One call in progress: what every step of the protocol below needs. */
+interface Call<A extends unknown[], R> {
+  c: Config<A>;
+  store: Store;
+  fn: Fn<A, R>;
+  args: A;
+  key: string;
+  fingerprint: string;
+  emit: Emit;
+}
+
 interface Identity {
   key: string;
   fingerprint: string;
@@ -136,37 +147,26 @@ async function runCall<A extends unknown[], R>(
       publish(c.onEvent, { type, key, name: c.name, durationMs: performance.now() - startedAt, ...extra });
     }
   };
-  const store = resolveStore();
+  const call: Call<A, R> = { c, store: resolveStore(), fn, args, key, fingerprint, emit };
+  const store = call.store;
 
   // The replay fast path: a store that can read a completed record without waiting
   // (SQLite in WAL mode) answers here, with no trip through the async machinery. Any
   // other case (a miss, pending, another fingerprint) is decided by acquire below.
   const hit = store.peekReplay?.(key, fingerprint);
-  if (hit) {
-    emit('replayed', { attempts: hit.attempts });
-    if (hit.error !== null) throw new TypeError(hit.error.message);
-    return hit.result as Awaited<R>;
-  }
+  if (hit) return replayed(call, hit);
 
   // 'block' subscribes to in-process settles before its first look at the store.
   const watch = c.onDuplicate === 'block' ? new Watch(store, key) : undefined;
   try {
-    return await claimOrWait(c, store, fn, args, key, fingerprint, watch, emit);
+    return await claimOrWait(call, watch);
   } finally {
     watch?.close();
   }
 }
 
-async function claimOrWait<A extends unknown[], R>(
-  c: Config<A>,
-  store: Store,
-  fn: Fn<A, R>,
-  args: A,
-  key: string,
-  fingerprint: string,
-  watch: Watch | undefined,
-  emit: Emit,
-): Promise<Awaited<R>> {
+async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watch | undefined): Promise<Awaited<R>> {
+  const { c, store, key, fingerprint, emit } = call;
   const deadline = Date.now() + c.pollTimeoutMs;
   let waited = false;
   for (;;) {
@@ -187,11 +187,11 @@ async function claimOrWait<A extends unknown[], R>(
     await pace(); // a burst of replies resumes over several turns of the loop
     if (claim.acquired) {
       if (claim.takenOver) emit('taken-over', { attempts: claim.attempts });
-      return execute(c, store, fn, args, key, claim.token, claim.attempts, emit);
+      return execute(call, claim.token, claim.attempts);
     }
     const record = claim.record;
     if (record.status === 'completed' || record.fingerprint !== fingerprint) {
-      return replay<R>(c, record, fingerprint, emit);
+      return replay(call, record);
     }
     if (!waited) emit('in-flight', { attempts: record.attempts });
     if (watch === undefined) {
@@ -214,13 +214,10 @@ async function claimOrWait<A extends unknown[], R>(
   }
 }
 
-function replay<R>(
-  c: Config<never>,
-  record: IdempotencyRecord,
-  fingerprint: string,
-  emit: Emit,
-): Awaited<R> {
-  if (record.fingerprint !== fingerprint) {
+/** A record that stands in the way: its stored outcome, or a mismatch. */
+function replay<A extends unknown[], R>(call: Call<A, R>, record: IdempotencyRecord): Awaited<R> {
+  const { c, emit } = call;
+  if (record.fingerprint !== call.fingerprint) {
     emit('key-mismatch', { attempts: record.attempts });
     const who = record.name === c.name ? `"${c.name}" with other arguments` : `another function, "${record.name}"`;
     throw new KeyMismatchError(
@@ -230,9 +227,14 @@ function replay<R>(
       { key: record.key },
     );
   }
-  emit('replayed', { attempts: record.attempts });
-  if (record.error !== null) throw new TypeError(record.error.message);
-  return record.result as Awaited<R>;
+  return replayed(call, record);
+}
+
+/** Returns a completed record's stored result (or throws its unstorable-result error). */
+function replayed<A extends unknown[], R>(call: Call<A, R>, outcome: Pick<IdempotencyRecord, 'result' | 'error' | 'attempts'>): Awaited<R> {
+  call.emit('replayed', { attempts: outcome.attempts });
+  if (outcome.error !== null) throw new TypeError(outcome.error.message);
+  return outcome.result as Awaited<R>;
 }
 
 function errorOf(thrown: unknown): RecordError {
@@ -246,16 +248,8 @@ function errorOf(thrown: unknown): RecordError {
   return { name: 'NonErrorThrown', message };
 }
 
-async function execute<A extends unknown[], R>(
-  c: Config<A>,
-  store: Store,
-  fn: Fn<A, R>,
-  args: A,
-  key: string,
-  token: string,
-  attempts: number,
-  emit: Emit,
-): Promise<Awaited<R>> {
+async function execute<A extends unknown[], R>(call: Call<A, R>, token: string, attempts: number): Promise<Awaited<R>> {
+  const { c, store, fn, args, key, emit } = call;
   crashPoint('after-acquire');
   const lease = keepLease(store, key, token, c.leaseMs);
   let value: Awaited<R>;
