@@ -1,8 +1,23 @@
-/** `currentKey()`: the key of the wrapped call that is running, for downstream idempotency headers. */
+/** The wrapped call that is running: `currentKey()`, and what `step()` needs of it. */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-export const running = new AsyncLocalStorage<string>();
+import type { Store } from './store.js';
+
+/** What a running wrapped call shares with code it runs (`currentKey()`, `step()`). */
+export interface RunningCall {
+  /** The call's idempotency key. */
+  key: string;
+  /** The wrapped function's name. */
+  name: string;
+  /** The store the call's record lives in. */
+  store: Store;
+  /** The call's options that steps inherit. */
+  leaseMs: number;
+  ttlMs: number | undefined;
+}
+
+export const running = new AsyncLocalStorage<RunningCall>();
 
 /**
  * Inside a running wrapped function (and anything it awaits): that call's idempotency
@@ -11,5 +26,5 @@ export const running = new AsyncLocalStorage<string>();
  * charge twice. Outside a wrapped call: `undefined`.
  */
 export function currentKey(): string | undefined {
-  return running.getStore();
+  return running.getStore()?.key;
 }

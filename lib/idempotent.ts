@@ -254,7 +254,7 @@ async function execute<A extends unknown[], R>(call: Call<A, R>, token: string, 
   const lease = keepLease(store, key, token, c.leaseMs);
   let value: Awaited<R>;
   try {
-    value = await running.run(key, () => fn(...args));
+    value = await running.run({ key, name: c.name, store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () => fn(...args));
   } catch (thrown) {
     lease.stop();
     try {

@@ -36,7 +36,10 @@ export interface NativeStore {
   peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
 }
 
-export function toRecord(r: native.NativeRecord): IdempotencyRecord {
+/** The fields the native records gain for `inspect` (optional until every store has them). */
+type WithMeta = native.NativeRecord & { meta?: string | null; durationMs?: number | null; namespace?: string | null };
+
+export function toRecord(r: WithMeta): IdempotencyRecord {
   return {
     key: r.key,
     name: r.name,
@@ -49,6 +52,9 @@ export function toRecord(r: native.NativeRecord): IdempotencyRecord {
     expiresAt: r.expiresAt ?? null,
     fingerprint: r.fingerprint,
     leaseExpiresAt: r.leaseExpiresAt ?? null,
+    meta: r.meta == null ? null : JSON.parse(r.meta),
+    durationMs: r.durationMs ?? null,
+    ...(r.namespace == null ? {} : { namespace: r.namespace }),
   };
 }
 
@@ -59,7 +65,8 @@ function toSettle(r: SettleRequest): native.SettleRequest {
     result: r.resultJson,
     error: r.error === undefined ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message }),
     ttlMs: r.ttlMs,
-  };
+    ...(r.durationMs === undefined ? {} : { durationMs: r.durationMs }),
+  } as native.SettleRequest;
 }
 
 export abstract class NativeBackedStore implements Store {
@@ -118,7 +125,9 @@ export abstract class NativeBackedStore implements Store {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    const out = await this.#call(request.key, (n) => n.acquire(request));
+    const out = await this.#call(request.key, (n) =>
+      n.acquire({ ...request, meta: request.meta === undefined ? undefined : JSON.stringify(request.meta) } as native.AcquireRequest),
+    );
     if (out.acquired) return { acquired: true, token: out.token!, attempts: out.attempts, takenOver: out.takenOver };
     return { acquired: false, record: toRecord(out.record!) };
   }

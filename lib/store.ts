@@ -29,6 +29,28 @@ export interface IdempotencyRecord {
   fingerprint: string;
   /** While `pending`: when the owner's claim runs out unless renewed. */
   leaseExpiresAt: number | null;
+  /** Where the call came from (scope, tool call id, framework, project), as the claim
+   * recorded it; null for records written before stores kept it. */
+  meta: RecordMeta | null;
+  /** How long the executing call took (from its claim to its settle), in ms; null while
+   * pending and for records written before stores kept it. */
+  durationMs: number | null;
+  /** The project (namespace) the record belongs to, for stores that keep one (SQLite); '' for none. */
+  namespace?: string;
+}
+
+/** What a record knows about where its call came from (all optional; shown by `inspect` and `ui`). */
+export interface RecordMeta {
+  /** The project (namespace) the call ran in. */
+  project?: string;
+  /** The thread, conversation or run, as a display string. */
+  scope?: string;
+  /** The framework's id of the tool call. */
+  toolCallId?: string;
+  /** Which framework helper made the call ('langgraph', 'ai-sdk', 'openai-agents', 'mastra', 'mcp'). */
+  framework?: string;
+  /** Opt-in, redacted and capped preview of the arguments. */
+  argsPreview?: string;
 }
 
 export interface AcquireRequest {
@@ -39,6 +61,8 @@ export interface AcquireRequest {
   ttlMs?: number;
   /** `onDuplicate: 'retry'`: claim even a pending record whose lease is alive. */
   force: boolean;
+  /** Kept with the record as given (a store stores it as JSON text and gives it back parsed). */
+  meta?: RecordMeta;
 }
 
 export type AcquireResult =
@@ -53,6 +77,8 @@ export interface SettleRequest {
   resultJson?: string;
   error?: RecordError;
   ttlMs?: number;
+  /** How long the executing call took, in ms (kept with the record). */
+  durationMs?: number;
 }
 
 export interface ListOptions {
