@@ -1,7 +1,7 @@
 // Real processes against one SQLite file: races, kills, and takeovers.
 
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -116,5 +116,90 @@ describe('many processes, one SQLite file', () => {
     for (const f of finished) expect(f.stderr).toBe('');
     expect(finished.map((f) => f.code)).toEqual(Array(8).fill(0));
     expect(logLines(log).length).toBe(1);
+  });
+});
+
+describe('records of different projects (issue 9 item 14)', () => {
+  const CALL = join(ROOT, '__test__', 'fixtures', 'project-call.js');
+  const CLI = join(ROOT, 'dist', 'cli.js');
+
+  function project(root: string, name: string): string {
+    const dir = join(root, name);
+    mkdirSync(join(dir, 'src'), { recursive: true });
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, private: true }));
+    return join(dir, 'src'); // run from a subfolder: the nearest package.json names the project
+  }
+
+  function inProject(cwd: string, db: string, args: string[]) {
+    const env: Record<string, string | undefined> = { ...process.env, IDEMPOTENT_TOOLS_DB: db };
+    delete env.IDEMPOTENT_TOOLS_NAMESPACE;
+    return collect(spawn(process.execPath, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  }
+
+  it('two projects on one default file each run their own call; the CLI in a project finds its records', async () => {
+    const root = tempDir();
+    const db = join(root, 'shared', 'store.db');
+    const a = project(root, 'project-a');
+    const b = project(root, 'project-b');
+
+    const first = await inProject(a, db, [CALL, ROOT]);
+    const second = await inProject(b, db, [CALL, ROOT]);
+    const again = await inProject(a, db, [CALL, ROOT]);
+    for (const f of [first, second, again]) expect(f.stderr).toBe('');
+    const [ra, rb, ra2] = [first, second, again].map((f) => JSON.parse(f.stdout));
+    expect(ra).toEqual({ ran: true, result: { email: 'bob@example.com', sentFrom: a }, namespace: 'project-a' });
+    // Before namespaces, B got A's result back here and its email was never sent.
+    expect(rb).toEqual({ ran: true, result: { email: 'bob@example.com', sentFrom: b }, namespace: 'project-b' });
+    expect(ra2).toEqual({ ran: false, result: { email: 'bob@example.com', sentFrom: a }, namespace: 'project-a' });
+
+    // `inspect` run in project A: A's record only, saying whose it is.
+    const inA = await inProject(a, db, [CLI, 'inspect', '--json']);
+    expect(inA.code).toBe(0);
+    const recordsA = JSON.parse(inA.stdout);
+    expect(recordsA.map((r: { namespace: string; result: unknown }) => [r.namespace, r.result])).toEqual([
+      ['project-a', { email: 'bob@example.com', sentFrom: a }],
+    ]);
+    const table = await inProject(a, db, [CLI, 'inspect']);
+    expect(table.stdout).toMatch(/PROJECT/);
+    expect(table.stdout).toMatch(/project-a/);
+    expect(table.stdout).not.toMatch(/project-b/);
+
+    // The file named with --db: every project's records, each with its project.
+    const all = await inProject(root, db, [CLI, '--db', db, 'inspect', '--json']);
+    const namespaces = JSON.parse(all.stdout).map((r: { namespace: string }) => r.namespace).sort();
+    expect(namespaces).toEqual(['project-a', 'project-b']);
+    const onlyB = await inProject(root, db, [CLI, '--db', db, '--project', 'project-b', 'inspect', '--json']);
+    expect(JSON.parse(onlyB.stdout).map((r: { namespace: string }) => r.namespace)).toEqual(['project-b']);
+  });
+
+  it('IDEMPOTENT_TOOLS_NAMESPACE names the project; without any package.json the folder does', () => {
+    const root = tempDir();
+    const saved = process.env.IDEMPOTENT_TOOLS_NAMESPACE;
+    try {
+      process.env.IDEMPOTENT_TOOLS_NAMESPACE = 'billing';
+      expect(lib.projectNamespace(root)).toBe('billing');
+      delete process.env.IDEMPOTENT_TOOLS_NAMESPACE;
+      expect(lib.projectNamespace(root)).toBe(root); // no package.json above a temp folder
+      expect(lib.projectNamespace(project(root, 'shop'))).toBe('shop');
+      // A package.json without a name (a {"type":"module"} marker) is passed over.
+      const marked = join(root, 'shop', 'src', 'esm');
+      mkdirSync(marked);
+      writeFileSync(join(marked, 'package.json'), '{"type":"module"}');
+      expect(lib.projectNamespace(marked)).toBe('shop');
+    } finally {
+      if (saved === undefined) delete process.env.IDEMPOTENT_TOOLS_NAMESPACE;
+      else process.env.IDEMPOTENT_TOOLS_NAMESPACE = saved;
+    }
+  });
+
+  it('a store opened for every project refuses to run calls, naming the way out', async () => {
+    const db = tempDb();
+    const viewer = new lib.SqliteStore({ path: db, allNamespaces: true });
+    const tool = lib.idempotent(async function tool() {
+      return 1;
+    }, { store: viewer });
+    await expect(tool()).rejects.toThrow(/every project.*namespace/);
+    await viewer.close();
+    expect(() => new lib.SqliteStore({ path: db, namespace: 'x', allNamespaces: true })).toThrow(TypeError);
   });
 });

@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 
 import { IdempotencyError } from './errors.js';
+import { projectNamespace } from './project.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
 import type { IdempotencyRecord, Store } from './store.js';
 
@@ -25,6 +26,9 @@ Commands:
 Options:
   --db PATH               the SQLite store file (default: $IDEMPOTENT_TOOLS_DB,
                           else ~/.idempotent_tools/store.db)
+  --project P             the project whose SQLite records to use (default: this
+                          project's, as the default store names it; with --db: every
+                          project's)
   --redis URL             a Redis store instead: redis://[user:password@]host:port/db
                           or rediss:// for TLS
   --prefix P              the Redis store's key prefix (default: idempotent-tools:)
@@ -52,6 +56,7 @@ function parse(argv: string[]) {
         db: { type: 'string' },
         redis: { type: 'string' },
         prefix: { type: 'string' },
+        project: { type: 'string' },
         key: { type: 'string' },
         json: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
@@ -70,6 +75,7 @@ function parse(argv: string[]) {
   if (!COMMANDS.has(command)) throw new UsageError(`unknown command "${command}"`);
   if (values.db !== undefined && values.redis !== undefined) throw new UsageError('give --db or --redis, not both');
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
+  if (values.project !== undefined && values.redis !== undefined) throw new UsageError('--project goes with the SQLite store, not --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
   if (command === 'release' && values.key === undefined) throw new UsageError('release needs --key K');
   if ((command === 'prune' || command === 'stats') && values.key !== undefined) {
@@ -92,7 +98,10 @@ async function openStore(values: Values): Promise<{ store: Store & Partial<Sqlit
   if (!existsSync(path)) {
     throw new Refusal(`no store file at ${path} (nothing has been recorded there); give --db PATH`);
   }
-  const store = new SqliteStore({ path });
+  // The default file holds every project's records: show this project's, as its default
+  // store sees them. A file named with --db: every project's, unless --project says which.
+  const project = values.project ?? (values.db === undefined ? projectNamespace() : undefined);
+  const store = new SqliteStore(project === undefined ? { path, allNamespaces: true } : { path, namespace: project });
   await store.ready();
   return { store, where: store.path };
 }
@@ -111,9 +120,18 @@ function expiry(r: IdempotencyRecord, now: number): string {
 
 function table(records: IdempotencyRecord[]): string {
   const now = Date.now();
+  const projects = records.some((r) => r.namespace !== undefined);
   const rows = [
-    ['KEY', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'EXPIRES'],
-    ...records.map((r) => [r.key, r.name, r.status, String(r.attempts), age(now - r.createdAt), expiry(r, now)]),
+    ['KEY', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'EXPIRES', ...(projects ? ['PROJECT'] : [])],
+    ...records.map((r) => [
+      r.key,
+      r.name,
+      r.status,
+      String(r.attempts),
+      age(now - r.createdAt),
+      expiry(r, now),
+      ...(projects ? [r.namespace || '(none)'] : []),
+    ]),
   ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
   return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n');
@@ -123,6 +141,7 @@ function detail(r: IdempotencyRecord): string {
   const now = Date.now();
   const lines: Array<[string, string]> = [
     ['key', r.key],
+    ...(r.namespace === undefined ? [] : [['project', r.namespace || '(none)'] as [string, string]]),
     ['name', r.name],
     ['status', r.status],
     ['attempts', String(r.attempts)],

@@ -8,6 +8,7 @@ export type { IdempotentFunction } from './idempotent.js';
 export type { IdempotentOptions, OnDuplicate } from './options.js';
 export { currentKey } from './call-context.js';
 export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
+export { projectNamespace } from './project.js';
 export { RedisStore } from './redis-store.js';
 export type { RedisStoreOptions } from './redis-store.js';
 export type { SqliteStoreOptions } from './sqlite-store.js';

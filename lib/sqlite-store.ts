@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 
 import { NativeSqliteStore } from './native.js';
 import { NativeBackedStore } from './native-store.js';
+import { projectNamespace } from './project.js';
 
 export interface SqliteStoreOptions {
   /** The store file. Default: `IDEMPOTENT_TOOLS_DB`, else `~/.idempotent_tools/store.db`. */
@@ -18,9 +19,20 @@ export interface SqliteStoreOptions {
   durability?: 'full' | 'normal';
   /** How long a write waits for another process's lock before failing. Default 5000. */
   busyTimeoutMs?: number;
+  /**
+   * The project whose records this store reads and writes (default `''`). Records of
+   * different namespaces never meet, though they share the file. `defaultStore()` uses
+   * the current project's (see `projectNamespace()`).
+   */
+  namespace?: string;
+  /**
+   * Every project's records, for inspection (the CLI on a `--db` file): reads, `clear`
+   * and `release` see them all, and each record says its `namespace`; calls are refused.
+   */
+  allNamespaces?: boolean;
 }
 
-const OPTIONS = new Set(['path', 'durability', 'busyTimeoutMs']);
+const OPTIONS = new Set(['path', 'durability', 'busyTimeoutMs', 'namespace', 'allNamespaces']);
 
 export function defaultStorePath(): string {
   return process.env.IDEMPOTENT_TOOLS_DB || join(homedir(), '.idempotent_tools', 'store.db');
@@ -30,12 +42,15 @@ export class SqliteStore extends NativeBackedStore {
   /** The absolute path of the store file. */
   readonly path: string;
   readonly durability: 'full' | 'normal';
+  /** The project whose records this store keeps; null when opened with `allNamespaces`. */
+  readonly namespace: string | null;
 
   constructor(options: SqliteStoreOptions = {}) {
     const checked = checkOptions(options);
     super(() => NativeSqliteStore.open(checked));
     this.path = checked.path;
     this.durability = checked.durability;
+    this.namespace = checked.allNamespaces ? null : checked.namespace;
   }
 }
 
@@ -48,7 +63,7 @@ function checkOptions(options: SqliteStoreOptions) {
       throw new TypeError(`SqliteStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
     }
   }
-  const { path = defaultStorePath(), durability = 'full', busyTimeoutMs = 5000 } = options;
+  const { path = defaultStorePath(), durability = 'full', busyTimeoutMs = 5000, namespace = '', allNamespaces = false } = options;
   if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
     throw new TypeError('SqliteStore: path must be a non-empty file path string');
   }
@@ -58,21 +73,36 @@ function checkOptions(options: SqliteStoreOptions) {
   if (typeof busyTimeoutMs !== 'number' || !Number.isFinite(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw new RangeError(`SqliteStore: busyTimeoutMs must be a finite number >= 0, not ${String(busyTimeoutMs)}`);
   }
-  return { path: resolve(path), durability, busyTimeoutMs } as const;
+  if (typeof namespace !== 'string') {
+    throw new TypeError(`SqliteStore: namespace must be a string (a project name), not ${typeof namespace}`);
+  }
+  if (/[\uD800-\uDFFF]/u.test(namespace)) {
+    throw new TypeError('SqliteStore: namespace must not contain lone UTF-16 surrogates (they cannot be stored exactly)');
+  }
+  if (typeof allNamespaces !== 'boolean') {
+    throw new TypeError('SqliteStore: allNamespaces must be a boolean');
+  }
+  if (allNamespaces && options.namespace !== undefined) {
+    throw new TypeError('SqliteStore: give namespace or allNamespaces, not both');
+  }
+  return { path: resolve(path), durability, busyTimeoutMs, namespace, allNamespaces } as const;
 }
 
 const defaults = new Map<string, SqliteStore>();
 
 /**
- * The process-wide store at `IDEMPOTENT_TOOLS_DB` or `~/.idempotent_tools/store.db`
- * (read when called). Every call with the same path returns the same store.
+ * The process-wide store at `IDEMPOTENT_TOOLS_DB` or `~/.idempotent_tools/store.db`, in
+ * the current project's namespace (`projectNamespace()`), both read when called. Every
+ * call with the same path and project returns the same store.
  */
 export function defaultStore(): SqliteStore {
   const path = resolve(defaultStorePath());
-  let store = defaults.get(path);
+  const namespace = projectNamespace();
+  const id = JSON.stringify([path, namespace]);
+  let store = defaults.get(id);
   if (store === undefined || store.closed) {
-    store = new SqliteStore({ path });
-    defaults.set(path, store);
+    store = new SqliteStore({ path, namespace });
+    defaults.set(id, store);
   }
   return store;
 }

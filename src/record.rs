@@ -2,6 +2,7 @@
 
 use napi_derive::napi;
 
+use crate::clock::Now;
 use crate::failure::{StoreFailure, StoreResult};
 
 pub const PENDING: &str = "pending";
@@ -10,7 +11,7 @@ pub const FAILED: &str = "failed";
 
 /// One key's record. Times are epoch milliseconds. `result` and `error` hold JSON text:
 /// the TypeScript layer encodes and parses them, so the core never interprets a result.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Record {
     pub key: String,
     pub name: String,
@@ -27,19 +28,45 @@ pub struct Record {
     pub created_at: i64,
     pub updated_at: i64,
     pub expires_at: Option<i64>,
+    /// When the lease runs out on the wall clock (Redis: the server's). Shown to users;
+    /// it decides the lease only when `lease_until` is absent.
     pub lease_expires_at: Option<i64>,
+    /// When the lease runs out on the host's monotonic clock (SQLite, see `clock.rs`).
+    pub lease_until: Option<LeaseDeadline>,
+    /// The project the record belongs to (SQLite); `None` for stores without one.
+    pub namespace: Option<String>,
+    /// JSON text of the acquire request's `meta`, stored as given.
+    pub meta: Option<String>,
+    /// How long the executing call took, in ms, as its settle reported it.
+    pub duration_ms: Option<i64>,
+}
+
+/// A lease deadline on a monotonic clock: only comparable on the same clock (same host,
+/// same boot), so it carries that clock's identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseDeadline {
+    pub clock: String,
+    pub at: i64,
 }
 
 impl Record {
-    pub fn lease_alive(&self, now: i64) -> bool {
-        self.status == PENDING && self.lease_expires_at.is_some_and(|t| t > now)
+    pub fn lease_alive(&self, now: &Now) -> bool {
+        if self.status != PENDING {
+            return false;
+        }
+        match (&self.lease_until, &now.lease) {
+            // A deadline on another clock (a boot that is over) has ended with that boot.
+            (Some(deadline), Some(clock)) => deadline.clock == clock.id && deadline.at > clock.ms,
+            _ => self.lease_expires_at.is_some_and(|t| t > now.wall),
+        }
     }
 
     /// Past its `ttlMs`, a record counts as never seen, whatever its status, except a
     /// pending record whose owner still holds a live lease: expiring that one would let a
     /// second call run while the first is still running.
-    pub fn expired(&self, now: i64) -> bool {
-        self.expires_at.is_some_and(|t| t <= now) && !self.lease_alive(now)
+    pub fn expired(&self, now: impl Into<Now>) -> bool {
+        let now = now.into();
+        self.expires_at.is_some_and(|t| t <= now.wall) && !self.lease_alive(&now)
     }
 }
 
@@ -58,6 +85,11 @@ pub struct NativeRecord {
     pub updated_at: f64,
     pub expires_at: Option<f64>,
     pub lease_expires_at: Option<f64>,
+    /// The project the record belongs to; absent for stores without namespaces.
+    pub namespace: Option<String>,
+    /// JSON text of the call's `meta`, as the claim recorded it.
+    pub meta: Option<String>,
+    pub duration_ms: Option<f64>,
 }
 
 impl From<Record> for NativeRecord {
@@ -74,6 +106,9 @@ impl From<Record> for NativeRecord {
             updated_at: r.updated_at as f64,
             expires_at: r.expires_at.map(|t| t as f64),
             lease_expires_at: r.lease_expires_at.map(|t| t as f64),
+            namespace: r.namespace,
+            meta: r.meta,
+            duration_ms: r.duration_ms.map(|t| t as f64),
         }
     }
 }
@@ -103,7 +138,7 @@ pub struct NativeStats {
 
 impl NativeStats {
     /// Counts one record (both stores' `stats` walk their records through this).
-    pub fn count(&mut self, r: &Record, now: i64) {
+    pub fn count(&mut self, r: &Record, now: impl Into<Now>) {
         if r.expired(now) {
             self.expired += 1;
             return;
@@ -131,6 +166,8 @@ pub struct SettleRequest {
     /// JSON text `{"name","message"}`.
     pub error: Option<String>,
     pub ttl_ms: Option<f64>,
+    /// How long the executing call took, in ms (kept with the record).
+    pub duration_ms: Option<f64>,
 }
 
 impl SettleRequest {
@@ -139,14 +176,18 @@ impl SettleRequest {
     /// guards the store against any other caller of the public store interface.
     pub fn check(&self) -> StoreResult<()> {
         if let Some(result) = &self.result {
-            serde_json::from_str::<serde_json::Value>(result)
-                .map_err(|e| StoreFailure::new(format!("the result to store is not valid JSON text ({e})")))?;
+            serde_json::from_str::<serde_json::Value>(result).map_err(|e| {
+                StoreFailure::new(format!("the result to store is not valid JSON text ({e})"))
+            })?;
         }
         if let Some(error) = &self.error {
-            let value: serde_json::Value = serde_json::from_str(error)
-                .map_err(|e| StoreFailure::new(format!("the error to store is not valid JSON text ({e})")))?;
+            let value: serde_json::Value = serde_json::from_str(error).map_err(|e| {
+                StoreFailure::new(format!("the error to store is not valid JSON text ({e})"))
+            })?;
             if !(value["name"].is_string() && value["message"].is_string()) {
-                return Err(StoreFailure::new("the error to store must be a JSON object with string \"name\" and \"message\""));
+                return Err(StoreFailure::new(
+                    "the error to store must be a JSON object with string \"name\" and \"message\"",
+                ));
             }
         }
         Ok(())
@@ -164,13 +205,16 @@ mod tests {
             result: result.map(Into::into),
             error: error.map(Into::into),
             ttl_ms: None,
+            duration_ms: None,
         }
     }
 
     #[test]
     fn only_text_that_can_be_given_back_is_stored() {
         assert!(settle(Some(r#"{"a":[1,"x"]}"#), None).check().is_ok());
-        assert!(settle(None, Some(r#"{"name":"E","message":"m"}"#)).check().is_ok());
+        assert!(settle(None, Some(r#"{"name":"E","message":"m"}"#))
+            .check()
+            .is_ok());
         assert!(settle(None, None).check().is_ok());
         assert!(settle(Some("{not json"), None).check().is_err());
         assert!(settle(Some(""), None).check().is_err());

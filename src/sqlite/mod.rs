@@ -12,6 +12,7 @@
 
 mod open;
 mod queries;
+mod schema;
 mod writer;
 
 #[cfg(test)]
@@ -27,10 +28,11 @@ use napi_derive::napi;
 use rusqlite::Connection;
 
 use crate::claim::AcquireRequest;
-use crate::clock::now_ms;
+use crate::clock::{now_ms, Now};
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{NativeRecord, NativeStats, ReplayHit, SettleRequest, COMPLETED, FAILED};
 use open::{Durability, Settings, StoreFile};
+use queries::{Scope, Settle};
 use writer::Writer;
 
 const DEFAULT_BUSY_TIMEOUT_MS: f64 = 5000.0;
@@ -41,14 +43,19 @@ pub struct SqliteOptions {
     /// `'full'` (default) or `'normal'`.
     pub durability: Option<String>,
     pub busy_timeout_ms: Option<f64>,
+    /// The project whose records this store reads and writes (default `''`).
+    pub namespace: Option<String>,
+    /// Every project's records, for inspection: reads, `clear` and `release` see them
+    /// all; calls (`acquire` and the rest) are refused.
+    pub all_namespaces: Option<bool>,
 }
-
 
 /// A read connection and the writer generation it was opened in.
 type Reader = Mutex<Option<(Connection, u64)>>;
 
 struct Open {
     label: String,
+    scope: Scope,
     file: Arc<StoreFile>,
     /// Bumped by the writer when it had to reopen the file; readers then reopen too.
     generation: Arc<AtomicU64>,
@@ -59,7 +66,11 @@ struct Open {
 
 impl Open {
     /// The reader's connection, reopened first if the writer has moved to a new file.
-    fn current<'a>(&self, slot: &'a mut Option<(Connection, u64)>, busy: Duration) -> StoreResult<&'a Connection> {
+    fn current<'a>(
+        &self,
+        slot: &'a mut Option<(Connection, u64)>,
+        busy: Duration,
+    ) -> StoreResult<&'a Connection> {
         let now = self.generation.load(Ordering::SeqCst);
         match slot {
             Some((_, generation)) if *generation == now => {}
@@ -79,7 +90,9 @@ fn closed() -> StoreFailure {
     StoreFailure::new("the store is closed")
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> StoreResult<T> + Send + 'static) -> Result<T> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> StoreResult<T> + Send + 'static,
+) -> Result<T> {
     match tokio::task::spawn_blocking(work).await {
         Ok(outcome) => Ok(outcome?),
         Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
@@ -88,6 +101,11 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> StoreResult<T> + Sen
 }
 
 fn open_store(options: SqliteOptions) -> StoreResult<Open> {
+    let scope = if options.all_namespaces == Some(true) {
+        Scope::Every
+    } else {
+        Scope::Project(options.namespace.clone().unwrap_or_default())
+    };
     let busy_ms = options.busy_timeout_ms.unwrap_or(DEFAULT_BUSY_TIMEOUT_MS);
     let file = Arc::new(StoreFile {
         path: PathBuf::from(&options.path),
@@ -107,6 +125,7 @@ fn open_store(options: SqliteOptions) -> StoreResult<Open> {
     })?;
     Ok(Open {
         label,
+        scope,
         file,
         generation,
         writer,
@@ -121,12 +140,23 @@ impl NativeSqliteStore {
     #[napi(factory)]
     pub async fn open(options: SqliteOptions) -> Result<Self> {
         let open = blocking(move || open_store(options)).await?;
-        Ok(NativeSqliteStore { inner: Arc::new(open) })
+        Ok(NativeSqliteStore {
+            inner: Arc::new(open),
+        })
     }
 
     #[napi(getter)]
     pub fn path(&self) -> String {
         self.inner.label.clone()
+    }
+
+    /// The project this store's calls run in; `null` when opened for every project.
+    #[napi(getter)]
+    pub fn namespace(&self) -> Option<String> {
+        match &self.inner.scope {
+            Scope::Project(ns) => Some(ns.clone()),
+            Scope::Every => None,
+        }
     }
 
     /// Queues a write and returns its promise, which the writer thread settles itself
@@ -139,7 +169,10 @@ impl NativeSqliteStore {
         let (deferred, promise) = env.create_deferred::<T, Box<dyn FnOnce(Env) -> Result<T>>>()?;
         let label = self.inner.label.clone();
         self.inner.writer.submit(
-            move |conn| work(conn).map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e))),
+            move |conn| {
+                work(conn)
+                    .map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e)))
+            },
             Box::new(move |outcome| match outcome {
                 Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
                 Err(failure) => deferred.reject(failure.into()),
@@ -162,14 +195,38 @@ impl NativeSqliteStore {
         .await
     }
 
+    /// The project calls run in; a store opened for every project runs no calls.
+    fn project(&self) -> Result<String> {
+        match &self.inner.scope {
+            Scope::Project(ns) => Ok(ns.clone()),
+            Scope::Every => Err(StoreFailure::new(format!(
+                "the store at {} was opened to inspect every project (allNamespaces); it cannot run calls: open it with a namespace",
+                self.inner.label
+            ))
+            .into()),
+        }
+    }
+
     #[napi(ts_return_type = "Promise<AcquireOutcome>")]
     pub fn acquire<'env>(&self, env: &'env Env, request: AcquireRequest) -> Result<Object<'env>> {
-        self.write(env, move |conn| queries::acquire(conn, &request, now_ms()))
+        let ns = self.project()?;
+        self.write(env, move |conn| {
+            queries::acquire(conn, &ns, &request, &Now::current())
+        })
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn renew<'env>(&self, env: &'env Env, key: String, token: String, lease_ms: f64) -> Result<Object<'env>> {
-        self.write(env, move |conn| queries::renew(conn, &key, &token, lease_ms, now_ms()))
+    pub fn renew<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        token: String,
+        lease_ms: f64,
+    ) -> Result<Object<'env>> {
+        let ns = self.project()?;
+        self.write(env, move |conn| {
+            queries::renew(conn, &ns, &key, &token, lease_ms, &Now::current())
+        })
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]
@@ -182,48 +239,85 @@ impl NativeSqliteStore {
         self.settle(env, FAILED, request)
     }
 
-    fn settle<'env>(&self, env: &'env Env, status: &'static str, r: SettleRequest) -> Result<Object<'env>> {
+    fn settle<'env>(
+        &self,
+        env: &'env Env,
+        status: &'static str,
+        r: SettleRequest,
+    ) -> Result<Object<'env>> {
         r.check()?;
+        let ns = self.project()?;
         self.write(env, move |conn| {
-            queries::settle(conn, &r.key, &r.token, status, r.result.as_deref(), r.error.as_deref(), r.ttl_ms, now_ms())
+            let settle = Settle {
+                key: &r.key,
+                token: &r.token,
+                status,
+                result: r.result.as_deref(),
+                error: r.error.as_deref(),
+                ttl_ms: r.ttl_ms,
+                duration_ms: r.duration_ms,
+            };
+            queries::settle(conn, &ns, &settle, &Now::current())
         })
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn release<'env>(&self, env: &'env Env, key: String) -> Result<Object<'env>> {
-        self.write(env, move |conn| queries::release(conn, &key, now_ms()))
+        let scope = self.inner.scope.clone();
+        self.write(env, move |conn| {
+            queries::release(conn, &scope, &key, now_ms())
+        })
     }
 
     #[napi(ts_return_type = "Promise<number>")]
     pub fn clear<'env>(&self, env: &'env Env, key: Option<String>) -> Result<Object<'env>> {
-        self.write(env, move |conn| queries::clear(conn, key.as_deref()))
+        let scope = self.inner.scope.clone();
+        self.write(env, move |conn| {
+            queries::clear(conn, &scope, key.as_deref())
+        })
     }
 
     #[napi(ts_return_type = "Promise<number>")]
     pub fn prune<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.write(env, move |conn| queries::prune(conn, now_ms()))
+        let scope = self.inner.scope.clone();
+        self.write(env, move |conn| {
+            queries::prune(conn, &scope, &Now::current())
+        })
     }
 
     #[napi]
     pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
+        let scope = self.inner.scope.clone();
         self.read("store read failed", move |conn| {
-            let now = now_ms();
-            Ok(queries::read(conn, &key)?.filter(|r| !r.expired(now)).map(Into::into))
+            let now = Now::current();
+            Ok(queries::read(conn, &scope, &key)?
+                .filter(|r| !r.expired(&now))
+                .map(Into::into))
         })
         .await
     }
 
     #[napi]
-    pub async fn list_records(&self, status: Option<String>, limit: Option<u32>) -> Result<Vec<NativeRecord>> {
+    pub async fn list_records(
+        &self,
+        status: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<Vec<NativeRecord>> {
+        let scope = self.inner.scope.clone();
         self.read("store read failed", move |conn| {
-            Ok(queries::list(conn, status.as_deref(), limit, now_ms())?.into_iter().map(Into::into).collect())
+            let records = queries::list(conn, &scope, status.as_deref(), limit, &Now::current())?;
+            Ok(records.into_iter().map(Into::into).collect())
         })
         .await
     }
 
     #[napi]
     pub async fn stats(&self) -> Result<NativeStats> {
-        self.read("store read failed", move |conn| queries::stats(conn, now_ms())).await
+        let scope = self.inner.scope.clone();
+        self.read("store read failed", move |conn| {
+            queries::stats(conn, &scope, &Now::current())
+        })
+        .await
     }
 
     /// The wrapper's replay fast path (synchronous): the stored outcome of `key`'s record
@@ -232,9 +326,18 @@ impl NativeSqliteStore {
     /// less crosses into JavaScript, the faster a replay.
     #[napi(catch_unwind)]
     pub fn peek_replay(&self, key: String, fingerprint: String) -> Result<Option<ReplayHit>> {
-        let Ok(mut guard) = self.inner.peek.try_lock() else { return Ok(None) };
-        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else { return Ok(None) };
-        Ok(queries::read_replay(conn, &key, &fingerprint, now_ms()).ok().flatten())
+        let Scope::Project(ns) = &self.inner.scope else {
+            return Ok(None);
+        };
+        let Ok(mut guard) = self.inner.peek.try_lock() else {
+            return Ok(None);
+        };
+        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else {
+            return Ok(None);
+        };
+        Ok(queries::read_replay(conn, ns, &key, &fingerprint, now_ms())
+            .ok()
+            .flatten())
     }
 
     /// Finishes queued writes and closes the file. Later calls fail with "closed".

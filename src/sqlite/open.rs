@@ -12,13 +12,11 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use super::queries::SCHEMA;
+use super::schema::{migrate, SCHEMA, SCHEMA_VERSION};
 use crate::failure::{StoreFailure, StoreResult};
 
 /// `PRAGMA application_id` of every store file ("IDTP"): a file without it is not ours.
 pub const APPLICATION_ID: i32 = 0x4944_5450;
-/// `PRAGMA user_version`: bumped, with a migration, whenever the schema changes.
-pub const SCHEMA_VERSION: i32 = 1;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Durability {
@@ -82,8 +80,15 @@ impl StoreFile {
     /// million records seldom leaves it. (Not mmap: a memory-mapped file that shrinks or
     /// fails under it would kill the process with SIGBUS.)
     pub fn open_reader(&self, busy_timeout: Duration) -> StoreResult<Connection> {
-        let conn = connect(&self.path, &Settings { busy_timeout, ..self.settings.clone() })?;
-        conn.pragma_update(None, "cache_size", -32_768).map_err(|e| failure(&self.path, describe(e)))?;
+        let conn = connect(
+            &self.path,
+            &Settings {
+                busy_timeout,
+                ..self.settings.clone()
+            },
+        )?;
+        conn.pragma_update(None, "cache_size", -32_768)
+            .map_err(|e| failure(&self.path, describe(e)))?;
         Ok(conn)
     }
 
@@ -91,7 +96,9 @@ impl StoreFile {
     #[cfg(unix)]
     pub fn identity(&self) -> Option<FileId> {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(&self.path).ok().map(|m| (m.dev(), m.ino()))
+        std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
     }
 
     #[cfg(not(unix))]
@@ -105,14 +112,22 @@ fn failure(path: &Path, cause: impl std::fmt::Display) -> StoreFailure {
 }
 
 fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(err.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+    matches!(
+        err.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Runs `step`, retrying while it fails with BUSY and the deadline has not passed.
-fn retry_busy<T>(deadline: Instant, mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+fn retry_busy<T>(
+    deadline: Instant,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     loop {
         match step() {
-            Err(e) if is_busy(&e) && Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(5))
+            }
             other => return other,
         }
     }
@@ -124,7 +139,8 @@ fn retry_busy<T>(deadline: Instant, mut step: impl FnMut() -> rusqlite::Result<T
 pub fn prepare_path(path: &Path) -> StoreResult<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
-            create_private_dirs(dir).map_err(|e| failure(path, format!("cannot create its folder: {e}")))?;
+            create_private_dirs(dir)
+                .map_err(|e| failure(path, format!("cannot create its folder: {e}")))?;
         }
     }
     create_private_file(path).map_err(|e| failure(path, e))
@@ -133,7 +149,10 @@ pub fn prepare_path(path: &Path) -> StoreResult<()> {
 #[cfg(unix)]
 fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     // The umask may have removed bits from 0700 but never adds any; set it exactly.
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
@@ -146,7 +165,12 @@ fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
 #[cfg(unix)]
 fn create_private_file(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
         Ok(_) => std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
@@ -155,7 +179,11 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
 
 #[cfg(not(unix))]
 fn create_private_file(path: &Path) -> std::io::Result<()> {
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
@@ -166,10 +194,13 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
 pub fn connect(path: &Path, settings: &Settings) -> StoreResult<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| failure(path, e))?;
-    conn.busy_timeout(settings.busy_timeout).map_err(|e| failure(path, e))?;
+    conn.busy_timeout(settings.busy_timeout)
+        .map_err(|e| failure(path, e))?;
     let deadline = Instant::now() + settings.busy_timeout;
-    retry_busy(deadline, || conn.pragma_update(None, "synchronous", settings.durability.pragma()))
-        .map_err(|e| failure(path, describe(e)))?;
+    retry_busy(deadline, || {
+        conn.pragma_update(None, "synchronous", settings.durability.pragma())
+    })
+    .map_err(|e| failure(path, describe(e)))?;
     Ok(conn)
 }
 
@@ -194,17 +225,46 @@ pub fn initialize(conn: &Connection, path: &Path, settings: &Settings) -> StoreR
         if mode.eq_ignore_ascii_case("wal") {
             Ok(())
         } else {
-            Err(failure(path, format!("the file system does not support WAL mode (journal mode stays {mode})")))
+            Err(failure(
+                path,
+                format!("the file system does not support WAL mode (journal mode stays {mode})"),
+            ))
         }
     })?;
 
-    if app_id == APPLICATION_ID {
+    if app_id != APPLICATION_ID {
+        retry_busy(deadline, || create_schema(conn)).map_err(fail)?;
+        // Another process may have created it meanwhile; `create_schema` left it alone then.
+        let (app_id, tables) = retry_busy(deadline, || identify(conn)).map_err(fail)?;
+        check_identity(path, app_id, tables, conn)?;
+    }
+    retry_busy(deadline, || upgrade(conn)).map_err(fail)
+}
+
+/// Migrates a file written by an older version in place (see `schema.rs`), in one
+/// `BEGIN IMMEDIATE` that checks the version again: of processes racing to open an old
+/// file, one migrates and the others find it done.
+fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
+    let version =
+        |conn: &Connection| conn.pragma_query_value(None, "user_version", |r| r.get::<_, i32>(0));
+    if version(conn)? >= SCHEMA_VERSION {
         return Ok(());
     }
-    retry_busy(deadline, || create_schema(conn)).map_err(fail)?;
-    // Another process may have created it meanwhile; `create_schema` left it alone then.
-    let (app_id, tables) = retry_busy(deadline, || identify(conn)).map_err(fail)?;
-    check_identity(path, app_id, tables, conn)
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let migrated = (|| {
+        let from = version(conn)?;
+        if from < SCHEMA_VERSION {
+            migrate(conn, from)?;
+        }
+        Ok(())
+    })();
+    match migrated {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
 }
 
 /// The file's application id and how many schema objects it has, read in ONE read
@@ -274,8 +334,12 @@ pub fn describe(err: rusqlite::Error) -> String {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
             format!("{err}: another process held the store's lock for longer than the busy timeout")
         }
-        Some(ErrorCode::ReadOnly) | Some(ErrorCode::CannotOpen) | Some(ErrorCode::PermissionDenied) => {
-            format!("{err}: check that the file and its folder exist and are writable by this process")
+        Some(ErrorCode::ReadOnly)
+        | Some(ErrorCode::CannotOpen)
+        | Some(ErrorCode::PermissionDenied) => {
+            format!(
+                "{err}: check that the file and its folder exist and are writable by this process"
+            )
         }
         Some(ErrorCode::DiskFull) => format!("{err}: free some disk space"),
         _ => err.to_string(),

@@ -1,54 +1,83 @@
 //! The SQL of the store: one function per operation, each run on a connection that the
 //! caller has already put in the right transaction state (the writer thread wraps every
 //! write in `BEGIN IMMEDIATE`, so a read-then-write here is atomic across processes).
+//!
+//! Every record belongs to a project (`namespace`): a store reads and writes only its
+//! own project's records, so two projects sharing one file never meet. A store opened
+//! for every project (`Scope::Every`, the CLI's view of a file) can read, clear and
+//! release, but not claim.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
-use crate::record::{NativeStats, Record, ReplayHit, COMPLETED, FAILED};
+use crate::clock::Now;
+use crate::record::{LeaseDeadline, NativeStats, Record, ReplayHit, COMPLETED, FAILED};
 use crate::token::new_token;
 
-pub const SCHEMA: &str = "
-CREATE TABLE records (
-  key              TEXT PRIMARY KEY NOT NULL,
-  name             TEXT NOT NULL,
-  fingerprint      TEXT NOT NULL,
-  status           TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
-  token            TEXT,
-  result           TEXT,
-  error            TEXT,
-  attempts         INTEGER NOT NULL,
-  created_at       INTEGER NOT NULL,
-  updated_at       INTEGER NOT NULL,
-  expires_at       INTEGER,
-  lease_expires_at INTEGER
-);
-CREATE INDEX records_by_expiry ON records (expires_at) WHERE expires_at IS NOT NULL;
-";
+/// Which records a store sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One project's records (`''` for a store opened without a namespace).
+    Project(String),
+    /// Every project's (inspection only).
+    Every,
+}
 
-const COLUMNS: &str = "key, name, fingerprint, status, token, result, error, attempts, \
-                       created_at, updated_at, expires_at, lease_expires_at";
+impl Scope {
+    /// The namespace to filter on; `None` for every project.
+    fn filter(&self) -> Option<&str> {
+        match self {
+            Scope::Project(ns) => Some(ns),
+            Scope::Every => None,
+        }
+    }
+}
+
+const COLUMNS: &str = "namespace, key, name, fingerprint, status, token, result, error, attempts, \
+                       created_at, updated_at, expires_at, lease_expires_at, lease_clock, lease_until, \
+                       meta, duration_ms";
 
 fn to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
+    let lease_clock: Option<String> = row.get(13)?;
+    let lease_until: Option<i64> = row.get(14)?;
     Ok(Record {
-        key: row.get(0)?,
-        name: row.get(1)?,
-        fingerprint: row.get(2)?,
-        status: row.get(3)?,
-        token: row.get(4)?,
-        result: row.get(5)?,
-        error: row.get(6)?,
-        attempts: row.get(7)?,
-        created_at: row.get(8)?,
-        updated_at: row.get(9)?,
-        expires_at: row.get(10)?,
-        lease_expires_at: row.get(11)?,
+        namespace: Some(row.get(0)?),
+        key: row.get(1)?,
+        name: row.get(2)?,
+        fingerprint: row.get(3)?,
+        status: row.get(4)?,
+        token: row.get(5)?,
+        result: row.get(6)?,
+        error: row.get(7)?,
+        attempts: row.get(8)?,
+        created_at: row.get(9)?,
+        updated_at: row.get(10)?,
+        expires_at: row.get(11)?,
+        lease_expires_at: row.get(12)?,
+        lease_until: lease_clock
+            .zip(lease_until)
+            .map(|(clock, at)| LeaseDeadline { clock, at }),
+        meta: row.get(15)?,
+        duration_ms: row.get(16)?,
     })
 }
 
-pub fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<Record>> {
-    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM records WHERE key = ?1"))?;
-    stmt.query_row([key], to_record).optional()
+/// The key's record; for `Scope::Every`, the first project's (in namespace order).
+pub fn read(conn: &Connection, scope: &Scope, key: &str) -> rusqlite::Result<Option<Record>> {
+    match scope {
+        Scope::Project(ns) => conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM records WHERE namespace = ?1 AND key = ?2"
+            ))?
+            .query_row(params![ns, key], to_record)
+            .optional(),
+        Scope::Every => conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM records WHERE key = ?1 ORDER BY namespace LIMIT 1"
+            ))?
+            .query_row([key], to_record)
+            .optional(),
+    }
 }
 
 /// The replay fast path's read: the stored outcome (result, error, attempts) of `key`'s
@@ -57,123 +86,224 @@ pub fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<Record>> {
 /// Reads only the columns a replay needs, so nothing else is copied or converted.
 pub fn read_replay(
     conn: &Connection,
+    ns: &str,
     key: &str,
     fingerprint: &str,
     now: i64,
 ) -> rusqlite::Result<Option<ReplayHit>> {
     let mut stmt = conn.prepare_cached(
         "SELECT result, error, attempts FROM records
-         WHERE key = ?1 AND status = 'completed' AND fingerprint = ?2
-           AND (expires_at IS NULL OR expires_at > ?3)",
+         WHERE namespace = ?1 AND key = ?2 AND status = 'completed' AND fingerprint = ?3
+           AND (expires_at IS NULL OR expires_at > ?4)",
     )?;
-    stmt.query_row(params![key, fingerprint, now], |row| {
-        Ok(ReplayHit { result: row.get(0)?, error: row.get(1)?, attempts: row.get(2)? })
+    stmt.query_row(params![ns, key, fingerprint, now], |row| {
+        Ok(ReplayHit {
+            result: row.get(0)?,
+            error: row.get(1)?,
+            attempts: row.get(2)?,
+        })
     })
     .optional()
 }
 
+/// The lease columns for a lease of `lease_ms` from `now`: the wall-clock deadline (shown)
+/// and the monotonic one (decides), when the host has a monotonic lease clock.
+fn lease_columns(now: &Now, lease_ms: f64) -> (i64, Option<&str>, Option<i64>) {
+    let ms = whole_ms(lease_ms);
+    let clock = now.lease.as_ref();
+    (
+        now.wall + ms,
+        clock.map(|c| c.id.as_str()),
+        clock.map(|c| c.ms + ms),
+    )
+}
+
 /// The atomic claim (see `claim.rs`). Must run inside a write transaction.
-pub fn acquire(conn: &Connection, req: &AcquireRequest, now: i64) -> rusqlite::Result<AcquireOutcome> {
-    let found = read(conn, &req.key)?;
-    let (attempts, taken_over, fresh) = match decide(found.as_ref(), &req.fingerprint, req.force, now) {
-        Decision::Refuse => {
-            return Ok(AcquireOutcome {
-                acquired: false,
-                token: None,
-                attempts: found.as_ref().map_or(0, |r| r.attempts),
-                taken_over: false,
-                record: found.map(Into::into),
-            })
-        }
-        Decision::Claim { attempts, taken_over, fresh } => (attempts, taken_over, fresh),
-    };
+pub fn acquire(
+    conn: &Connection,
+    ns: &str,
+    req: &AcquireRequest,
+    now: &Now,
+) -> rusqlite::Result<AcquireOutcome> {
+    let found = read(conn, &Scope::Project(ns.to_string()), &req.key)?;
+    let (attempts, taken_over, fresh) =
+        match decide(found.as_ref(), &req.fingerprint, req.force, now) {
+            Decision::Refuse => {
+                return Ok(AcquireOutcome {
+                    acquired: false,
+                    token: None,
+                    attempts: found.as_ref().map_or(0, |r| r.attempts),
+                    taken_over: false,
+                    record: found.map(Into::into),
+                })
+            }
+            Decision::Claim {
+                attempts,
+                taken_over,
+                fresh,
+            } => (attempts, taken_over, fresh),
+        };
     let token = new_token();
-    let expires_at = req.ttl_ms.map(|ttl| now + whole_ms(ttl));
-    let lease_expires_at = now + whole_ms(req.lease_ms);
+    let expires_at = req.ttl_ms.map(|ttl| now.wall + whole_ms(ttl));
+    let (lease_expires_at, lease_clock, lease_until) = lease_columns(now, req.lease_ms);
     let mut stmt = conn.prepare_cached(
-        "INSERT INTO records (key, name, fingerprint, status, token, result, error, attempts,
-                              created_at, updated_at, expires_at, lease_expires_at)
-         VALUES (?1, ?2, ?3, 'pending', ?4, NULL, NULL, ?5, ?6, ?6, ?7, ?8)
-         ON CONFLICT (key) DO UPDATE SET
+        "INSERT INTO records (namespace, key, name, fingerprint, status, token, result, error, attempts,
+                              created_at, updated_at, expires_at, lease_expires_at, lease_clock,
+                              lease_until, meta, duration_ms)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, NULL, NULL, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12, NULL)
+         ON CONFLICT (namespace, key) DO UPDATE SET
            name = excluded.name, fingerprint = excluded.fingerprint, status = 'pending',
            token = excluded.token, result = NULL, error = NULL, attempts = excluded.attempts,
-           created_at = CASE WHEN ?9 THEN excluded.created_at ELSE records.created_at END,
+           created_at = CASE WHEN ?13 THEN excluded.created_at ELSE records.created_at END,
            updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-           lease_expires_at = excluded.lease_expires_at",
+           lease_expires_at = excluded.lease_expires_at, lease_clock = excluded.lease_clock,
+           lease_until = excluded.lease_until, meta = excluded.meta, duration_ms = NULL",
     )?;
-    stmt.execute(params![req.key, req.name, req.fingerprint, token, attempts, now, expires_at, lease_expires_at, fresh])?;
-    Ok(AcquireOutcome { acquired: true, token: Some(token), attempts, taken_over, record: None })
+    stmt.execute(params![
+        ns,
+        req.key,
+        req.name,
+        req.fingerprint,
+        token,
+        attempts,
+        now.wall,
+        expires_at,
+        lease_expires_at,
+        lease_clock,
+        lease_until,
+        req.meta,
+        fresh
+    ])?;
+    Ok(AcquireOutcome {
+        acquired: true,
+        token: Some(token),
+        attempts,
+        taken_over,
+        record: None,
+    })
+}
+
+/// What a settle writes.
+pub struct Settle<'a> {
+    pub key: &'a str,
+    pub token: &'a str,
+    pub status: &'static str,
+    pub result: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub ttl_ms: Option<f64>,
+    pub duration_ms: Option<f64>,
 }
 
 /// Moves a pending record held under `token` to `status`. False when the token is no
 /// longer the record's (the lease was taken over, the record retried or released).
-#[allow(clippy::too_many_arguments)]
-pub fn settle(
-    conn: &Connection,
-    key: &str,
-    token: &str,
-    status: &str,
-    result: Option<&str>,
-    error: Option<&str>,
-    ttl_ms: Option<f64>,
-    now: i64,
-) -> rusqlite::Result<bool> {
-    debug_assert!(status == COMPLETED || status == FAILED);
-    let expires_at = ttl_ms.map(|ttl| now + whole_ms(ttl));
+pub fn settle(conn: &Connection, ns: &str, s: &Settle<'_>, now: &Now) -> rusqlite::Result<bool> {
+    debug_assert!(s.status == COMPLETED || s.status == FAILED);
+    let expires_at = s.ttl_ms.map(|ttl| now.wall + whole_ms(ttl));
+    let duration = s
+        .duration_ms
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .map(|d| d.round().min(i64::MAX as f64) as i64);
     let mut stmt = conn.prepare_cached(
-        "UPDATE records SET status = ?3, result = ?4, error = ?5, token = NULL, updated_at = ?6,
-                            expires_at = ?7, lease_expires_at = NULL
-         WHERE key = ?1 AND token = ?2 AND status = 'pending'",
+        "UPDATE records SET status = ?4, result = ?5, error = ?6, token = NULL, updated_at = ?7,
+                            expires_at = ?8, lease_expires_at = NULL, lease_clock = NULL,
+                            lease_until = NULL, duration_ms = ?9
+         WHERE namespace = ?1 AND key = ?2 AND token = ?3 AND status = 'pending'",
     )?;
-    Ok(stmt.execute(params![key, token, status, result, error, now, expires_at])? == 1)
+    Ok(stmt.execute(params![
+        ns, s.key, s.token, s.status, s.result, s.error, now.wall, expires_at, duration
+    ])? == 1)
 }
 
-pub fn renew(conn: &Connection, key: &str, token: &str, lease_ms: f64, now: i64) -> rusqlite::Result<bool> {
+pub fn renew(
+    conn: &Connection,
+    ns: &str,
+    key: &str,
+    token: &str,
+    lease_ms: f64,
+    now: &Now,
+) -> rusqlite::Result<bool> {
+    let (lease_expires_at, lease_clock, lease_until) = lease_columns(now, lease_ms);
     let mut stmt = conn.prepare_cached(
-        "UPDATE records SET lease_expires_at = ?3 WHERE key = ?1 AND token = ?2 AND status = 'pending'",
+        "UPDATE records SET lease_expires_at = ?4, lease_clock = ?5, lease_until = ?6
+         WHERE namespace = ?1 AND key = ?2 AND token = ?3 AND status = 'pending'",
     )?;
-    Ok(stmt.execute(params![key, token, now + whole_ms(lease_ms)])? == 1)
+    Ok(stmt.execute(params![
+        ns,
+        key,
+        token,
+        lease_expires_at,
+        lease_clock,
+        lease_until
+    ])? == 1)
 }
 
 /// An operator frees a stuck pending record: it becomes `failed`, so the next call runs,
 /// and its token is dropped, so the stuck owner can no longer complete it.
-pub fn release(conn: &Connection, key: &str, now: i64) -> rusqlite::Result<bool> {
+pub fn release(conn: &Connection, scope: &Scope, key: &str, now: i64) -> rusqlite::Result<bool> {
     let mut stmt = conn.prepare_cached(
-        "UPDATE records SET status = 'failed', token = NULL, lease_expires_at = NULL, updated_at = ?2,
+        "UPDATE records SET status = 'failed', token = NULL, lease_expires_at = NULL, lease_clock = NULL,
+                            lease_until = NULL, updated_at = ?3,
                             error = '{\"name\":\"Released\",\"message\":\"released by an operator\"}'
-         WHERE key = ?1 AND status = 'pending'",
+         WHERE (?1 IS NULL OR namespace = ?1) AND key = ?2 AND status = 'pending'",
     )?;
-    Ok(stmt.execute(params![key, now])? == 1)
+    Ok(stmt.execute(params![scope.filter(), key, now])? >= 1)
 }
 
-pub fn clear(conn: &Connection, key: Option<&str>) -> rusqlite::Result<u32> {
-    let n = match key {
-        Some(k) => conn.prepare_cached("DELETE FROM records WHERE key = ?1")?.execute([k])?,
-        None => conn.execute("DELETE FROM records", [])?,
+pub fn clear(conn: &Connection, scope: &Scope, key: Option<&str>) -> rusqlite::Result<u32> {
+    let n = match (scope, key) {
+        (Scope::Project(ns), Some(k)) => conn
+            .prepare_cached("DELETE FROM records WHERE namespace = ?1 AND key = ?2")?
+            .execute(params![ns, k])?,
+        (Scope::Every, Some(k)) => conn
+            .prepare_cached("DELETE FROM records WHERE key = ?1")?
+            .execute([k])?,
+        (scope, None) => conn.execute(
+            "DELETE FROM records WHERE ?1 IS NULL OR namespace = ?1",
+            [scope.filter()],
+        )?,
     };
     Ok(n as u32)
 }
 
 /// Deletes the records that count as never seen (see `Record::expired`).
-pub fn prune(conn: &Connection, now: i64) -> rusqlite::Result<u32> {
-    let n = conn.execute(
-        "DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1
-           AND NOT (status = 'pending' AND lease_expires_at > ?1)",
-        [now],
-    )?;
-    Ok(n as u32)
+pub fn prune(conn: &Connection, scope: &Scope, now: &Now) -> rusqlite::Result<u32> {
+    let mut doomed = Vec::new();
+    {
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM records
+             WHERE expires_at IS NOT NULL AND expires_at <= ?1 AND (?2 IS NULL OR namespace = ?2)"
+        ))?;
+        for row in stmt.query_map(params![now.wall, scope.filter()], to_record)? {
+            let record = row?;
+            if record.expired(now) {
+                doomed.push((record.namespace.unwrap_or_default(), record.key));
+            }
+        }
+    }
+    let mut delete =
+        conn.prepare_cached("DELETE FROM records WHERE namespace = ?1 AND key = ?2")?;
+    for (ns, key) in &doomed {
+        delete.execute(params![ns, key])?;
+    }
+    Ok(doomed.len() as u32)
 }
 
-pub fn list(conn: &Connection, status: Option<&str>, limit: Option<u32>, now: i64) -> rusqlite::Result<Vec<Record>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM records WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at, key"
-    ))?;
-    let rows = stmt.query_map([status], to_record)?;
+pub fn list(
+    conn: &Connection,
+    scope: &Scope,
+    status: Option<&str>,
+    limit: Option<u32>,
+    now: &Now,
+) -> rusqlite::Result<Vec<Record>> {
     let mut out = Vec::new();
     if limit == Some(0) {
         return Ok(out);
     }
-    for row in rows {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM records WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR namespace = ?2)
+         ORDER BY created_at, namespace, key"
+    ))?;
+    for row in stmt.query_map(params![status, scope.filter()], to_record)? {
         let record = row?;
         if record.expired(now) {
             continue;
@@ -186,10 +316,12 @@ pub fn list(conn: &Connection, status: Option<&str>, limit: Option<u32>, now: i6
     Ok(out)
 }
 
-pub fn stats(conn: &Connection, now: i64) -> rusqlite::Result<NativeStats> {
+pub fn stats(conn: &Connection, scope: &Scope, now: &Now) -> rusqlite::Result<NativeStats> {
     let mut stats = NativeStats::default();
-    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM records"))?;
-    for row in stmt.query_map([], to_record)? {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM records WHERE ?1 IS NULL OR namespace = ?1"
+    ))?;
+    for row in stmt.query_map([scope.filter()], to_record)? {
         stats.count(&row?, now);
     }
     let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
