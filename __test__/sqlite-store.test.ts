@@ -108,3 +108,47 @@ describe('SqliteStore files', () => {
     expect(runs).toBe(0);
   });
 });
+
+describe('SqliteStore keeps any text exactly (issue 9 items 1, 2)', () => {
+  const deep = (n: number): unknown => (n === 0 ? [] : [deep(n - 1)]);
+  const cases: Array<[string, unknown]> = [
+    ['a lone high surrogate', 'cut emoji \uD83D'],
+    ['a lone low surrogate in an object', { b: 'x\uDC00', a: 1 }],
+    ['1000 levels of nesting', deep(999)],
+  ];
+
+  it.each(cases)('%s: stored through the store interface and given back', async (_, value) => {
+    const store = new SqliteStore({ path: join(tempDir(), 'store.db') });
+    const claim = await store.acquire({ key: 'k', name: 'n', fingerprint: 'fp', leaseMs: 10_000, force: false });
+    if (!claim.acquired) throw new Error('not acquired');
+    // Before: StoreError ("the result to store is not valid JSON text"), the record stayed pending.
+    await expect(store.complete({ key: 'k', token: claim.token, resultJson: JSON.stringify(value) })).resolves.toBe(true);
+    const record = await store.get('k');
+    expect(record?.status).toBe('completed');
+    expect(record?.result).toEqual(value);
+    expect(store.peekReplay('k', 'fp')?.result).toEqual(value);
+    await store.close();
+  });
+
+  it.each(cases)('%s: the wrapped call runs once and replays it', async (_, value) => {
+    const store = new SqliteStore({ path: join(tempDir(), 'store.db') });
+    let runs = 0;
+    const tool = idempotent(async function tool(id: number) {
+      runs++;
+      return id === 1 ? value : null; // the value itself: 1000 levels is the most the wrapper accepts
+    }, { store, leaseMs: 10_000 });
+    for (let i = 0; i < 3; i++) expect(await tool(1)).toEqual(value);
+    expect(runs).toBe(1);
+    await store.close();
+  });
+
+  it('an error whose message holds a lone surrogate is recorded as failed', async () => {
+    const store = new SqliteStore({ path: join(tempDir(), 'store.db') });
+    const claim = await store.acquire({ key: 'k', name: 'n', fingerprint: 'fp', leaseMs: 10_000, force: false });
+    if (!claim.acquired) throw new Error('not acquired');
+    const error = { name: 'Error\uDBFF', message: 'half \uD800 an emoji' };
+    await expect(store.fail({ key: 'k', token: claim.token, error })).resolves.toBe(true);
+    expect((await store.get('k'))?.error).toEqual(error);
+    await store.close();
+  });
+});

@@ -3,7 +3,6 @@
 use napi_derive::napi;
 
 use crate::clock::Now;
-use crate::failure::{StoreFailure, StoreResult};
 
 pub const PENDING: &str = "pending";
 pub const COMPLETED: &str = "completed";
@@ -155,7 +154,10 @@ impl NativeStats {
     }
 }
 
-/// What `complete` and `fail` store for a claim.
+/// What `complete` and `fail` store for a claim. `result` and `error` are stored as
+/// given, byte for byte: the wrapper's encoder decides what is storable (lone-surrogate
+/// escapes, 1000 levels of nesting), and a store that refused text after `fn` ran would
+/// leave the record pending, so that the next call runs `fn` again.
 #[napi(object)]
 #[derive(Clone, Debug)]
 pub struct SettleRequest {
@@ -168,57 +170,4 @@ pub struct SettleRequest {
     pub ttl_ms: Option<f64>,
     /// How long the executing call took, in ms (kept with the record).
     pub duration_ms: Option<f64>,
-}
-
-impl SettleRequest {
-    /// Refuses text that could not be given back: `result` must be JSON and `error` a JSON
-    /// object with a string `name` and `message`. The wrapper always sends such text; this
-    /// guards the store against any other caller of the public store interface.
-    pub fn check(&self) -> StoreResult<()> {
-        if let Some(result) = &self.result {
-            serde_json::from_str::<serde_json::Value>(result).map_err(|e| {
-                StoreFailure::new(format!("the result to store is not valid JSON text ({e})"))
-            })?;
-        }
-        if let Some(error) = &self.error {
-            let value: serde_json::Value = serde_json::from_str(error).map_err(|e| {
-                StoreFailure::new(format!("the error to store is not valid JSON text ({e})"))
-            })?;
-            if !(value["name"].is_string() && value["message"].is_string()) {
-                return Err(StoreFailure::new(
-                    "the error to store must be a JSON object with string \"name\" and \"message\"",
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settle(result: Option<&str>, error: Option<&str>) -> SettleRequest {
-        SettleRequest {
-            key: "k".into(),
-            token: "t".into(),
-            result: result.map(Into::into),
-            error: error.map(Into::into),
-            ttl_ms: None,
-            duration_ms: None,
-        }
-    }
-
-    #[test]
-    fn only_text_that_can_be_given_back_is_stored() {
-        assert!(settle(Some(r#"{"a":[1,"x"]}"#), None).check().is_ok());
-        assert!(settle(None, Some(r#"{"name":"E","message":"m"}"#))
-            .check()
-            .is_ok());
-        assert!(settle(None, None).check().is_ok());
-        assert!(settle(Some("{not json"), None).check().is_err());
-        assert!(settle(Some(""), None).check().is_err());
-        assert!(settle(None, Some(r#"{"name":"E"}"#)).check().is_err());
-        assert!(settle(None, Some("oops")).check().is_err());
-    }
 }

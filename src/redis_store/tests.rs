@@ -1287,3 +1287,46 @@ async fn rediss_works_with_a_self_signed_ca() {
     assert!(started.elapsed() < Duration::from_millis(1500));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Text the wrapper accepts (issue 9 items 1, 2): `JSON.stringify` writes a lone surrogate
+/// as an escape, and the key rules allow 1000 levels of nesting; serde_json refused both
+/// (a store that refuses after `fn` ran makes the next call run it again).
+fn texts_the_wrapper_accepts() -> Vec<(&'static str, String)> {
+    vec![
+        ("lone-high", r#""\ud83d""#.to_string()),
+        ("lone-low", r#"{"b":"x\udc00","a":1}"#.to_string()),
+        ("deep", format!("{}{}", "[".repeat(1000), "]".repeat(1000))),
+        ("not-json", "{not json".to_string()),
+        ("empty", String::new()),
+    ]
+}
+
+#[tokio::test]
+async fn any_result_and_error_text_is_kept_byte_for_byte() {
+    let (s, _) = store();
+    let st = &s.inner;
+    for (key, text) in texts_the_wrapper_accepts() {
+        for status in [COMPLETED, FAILED] {
+            let key = format!("{key}-{status}");
+            let a = st
+                .acquire(req(&key, "fp", 10_000.0, None, false))
+                .await
+                .unwrap();
+            let token = a.token.unwrap();
+            let settle = if status == COMPLETED {
+                settle_req(&key, &token, Some(text.as_str()), None, None)
+            } else {
+                settle_req(&key, &token, None, Some(text.as_str()), None)
+            };
+            assert!(st.settle(status, settle).await.unwrap(), "{key}");
+            let r = st.get(key.clone()).await.unwrap().unwrap();
+            let kept = if status == COMPLETED {
+                r.result
+            } else {
+                r.error
+            };
+            assert_eq!(kept.as_deref(), Some(text.as_str()), "{key}");
+        }
+    }
+    st.clear(None).await.unwrap();
+}

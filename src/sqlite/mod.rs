@@ -245,7 +245,6 @@ impl NativeSqliteStore {
         status: &'static str,
         r: SettleRequest,
     ) -> Result<Object<'env>> {
-        r.check()?;
         let ns = self.project()?;
         self.write(env, move |conn| {
             let settle = Settle {

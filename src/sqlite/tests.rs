@@ -11,7 +11,7 @@ use super::queries::{self, Scope, Settle};
 use super::schema::{SCHEMA_V1, SCHEMA_VERSION};
 use crate::claim::AcquireRequest;
 use crate::clock::Now;
-use crate::record::COMPLETED;
+use crate::record::{COMPLETED, FAILED};
 
 fn settings() -> Settings {
     Settings {
@@ -342,4 +342,58 @@ fn a_version_1_file_is_migrated_in_place_and_keeps_its_records() {
             .len(),
         2
     );
+}
+
+#[test]
+fn any_result_and_error_text_is_kept_byte_for_byte() {
+    let path = temp_path("exact.db");
+    let conn = open_store(&path);
+    let texts = [
+        r#""\ud83d""#.to_string(),
+        r#"{"b":"x\udc00","a":1}"#.to_string(),
+        format!("{}{}", "[".repeat(1000), "]".repeat(1000)),
+        "{not json".to_string(),
+        String::new(),
+    ];
+    let project = Scope::Project(String::new());
+    for (i, text) in texts.iter().enumerate() {
+        for status in [COMPLETED, FAILED] {
+            let key = format!("{i}-{status}");
+            let token = queries::acquire(&conn, "", &request(&key, "fp"), &Now::current())
+                .unwrap()
+                .token
+                .unwrap();
+            let (result, error) = if status == COMPLETED {
+                (Some(text.as_str()), None)
+            } else {
+                (None, Some(text.as_str()))
+            };
+            let settle = Settle {
+                key: &key,
+                token: &token,
+                status,
+                result,
+                error,
+                ttl_ms: None,
+                duration_ms: None,
+            };
+            assert!(queries::settle(&conn, "", &settle, &Now::current()).unwrap());
+            let r = queries::read(&conn, &project, &key).unwrap().unwrap();
+            assert_eq!(
+                if status == COMPLETED {
+                    r.result
+                } else {
+                    r.error
+                }
+                .as_deref(),
+                Some(text.as_str())
+            );
+            if status == COMPLETED {
+                let hit = queries::read_replay(&conn, "", &key, "fp", Now::current().wall)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(hit.result.as_deref(), Some(text.as_str()));
+            }
+        }
+    }
 }
