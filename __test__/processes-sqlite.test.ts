@@ -203,3 +203,32 @@ describe('records of different projects (issue 9 item 14)', () => {
     expect(() => new lib.SqliteStore({ path: db, namespace: 'x', allNamespaces: true })).toThrow(TypeError);
   });
 });
+
+describe('leases and the wall clock (issue 9 item 6)', () => {
+  const HOLDER = join(ROOT, '__test__', 'fixtures', 'lease-holder.js');
+
+  function holder(mode: 'hold' | 'try', opts: Record<string, unknown>, wallOffsetMs = 0) {
+    const env = { ...process.env, IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS: String(wallOffsetMs) };
+    return spawn(process.execPath, [HOLDER, mode, JSON.stringify(opts)], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  }
+
+  it('a wall clock stepped past the lease does not let a second process take over a live owner', async () => {
+    const opts = { db: tempDb(), log: join(tempDir(), 'effects.log'), key: 'order-9', leaseMs: 3000 };
+    const a = holder('hold', opts);
+    const aDone = collect(a);
+    await lineFrom(a, /RUNNING/);
+    // B's wall clock is 5 s ahead: past A's lease (3 s) on the wall clock, though A is alive.
+    const b = await collect(holder('try', opts, 5000));
+    a.stdin!.write('go\n');
+    const aFinished = await aDone;
+    expect(b.stderr).toBe('');
+    // Before leases moved to the monotonic clock: "OUTCOME ran", fn running twice at once.
+    expect(b.stdout.trim()).toBe('OUTCOME DuplicateInFlightError');
+    expect(aFinished.stdout).toContain('OUTCOME ran {"key":"order-9","by":"hold"}');
+    expect(logLines(opts.log).map((l) => l.split(' ')[0])).toEqual(['hold']);
+    const store = new lib.SqliteStore({ path: opts.db });
+    const record = await store.get(opts.key);
+    expect([record?.status, record?.attempts, record?.result]).toEqual(['completed', 1, { key: 'order-9', by: 'hold' }]);
+    await store.close();
+  });
+});

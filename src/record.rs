@@ -171,3 +171,66 @@ pub struct SettleRequest {
     /// How long the executing call took, in ms (kept with the record).
     pub duration_ms: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::LeaseClock;
+
+    fn pending(wall_deadline: i64, deadline: Option<(&str, i64)>) -> Record {
+        Record {
+            status: PENDING.into(),
+            lease_expires_at: Some(wall_deadline),
+            lease_until: deadline.map(|(clock, at)| LeaseDeadline {
+                clock: clock.into(),
+                at,
+            }),
+            ..Record::default()
+        }
+    }
+
+    fn at(wall: i64, clock: &'static str, ms: i64) -> Now {
+        Now {
+            wall,
+            lease: Some(LeaseClock { id: clock, ms }),
+        }
+    }
+
+    #[test]
+    fn a_monotonic_deadline_decides_whatever_the_wall_clock_says() {
+        let r = pending(1_000, Some(("boot-1", 500)));
+        assert!(
+            r.lease_alive(&at(1_000_000, "boot-1", 499)),
+            "wall clock stepped forward"
+        );
+        assert!(
+            !r.lease_alive(&at(0, "boot-1", 500)),
+            "wall clock stepped back"
+        );
+    }
+
+    #[test]
+    fn a_reboot_ends_every_lease() {
+        let r = pending(i64::MAX, Some(("boot-1", i64::MAX)));
+        assert!(!r.lease_alive(&at(0, "boot-2", 0)));
+    }
+
+    #[test]
+    fn without_a_monotonic_deadline_the_wall_clock_decides() {
+        let r = pending(1_000, None);
+        assert!(r.lease_alive(&at(999, "boot-1", 0)));
+        assert!(!r.lease_alive(&at(1_000, "boot-1", 0)));
+        // A process without a lease clock falls back to the wall-clock deadline too.
+        let m = pending(1_000, Some(("boot-1", 5)));
+        assert!(m.lease_alive(&Now::from(999)));
+    }
+
+    #[test]
+    fn a_settled_record_has_no_lease() {
+        let r = Record {
+            status: COMPLETED.into(),
+            ..pending(i64::MAX, Some(("b", i64::MAX)))
+        };
+        assert!(!r.lease_alive(&at(0, "b", 0)));
+    }
+}

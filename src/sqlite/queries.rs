@@ -111,11 +111,7 @@ pub fn read_replay(
 fn lease_columns(now: &Now, lease_ms: f64) -> (i64, Option<&str>, Option<i64>) {
     let ms = whole_ms(lease_ms);
     let clock = now.lease.as_ref();
-    (
-        now.wall + ms,
-        clock.map(|c| c.id.as_str()),
-        clock.map(|c| c.ms + ms),
-    )
+    (now.wall + ms, clock.map(|c| c.id), clock.map(|c| c.ms + ms))
 }
 
 /// The atomic claim (see `claim.rs`). Must run inside a write transaction.
