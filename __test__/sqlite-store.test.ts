@@ -1,7 +1,7 @@
 // The SQLite file itself: permissions, foreign and corrupt files, unwritable paths.
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -42,6 +42,51 @@ describe('SqliteStore files', () => {
     }
   });
 
+  it('tightens an existing store file, its -wal and -shm, and its own folder, found loose (issue 9 item 9)', async () => {
+    const dir = join(tempDir(), 'private');
+    const path = join(dir, 'store.db');
+    const first = new SqliteStore({ path });
+    await idempotent(async function write() { return 1; }, { store: first })();
+    await first.close(); // leaves store.db (and, after a checkpoint, maybe no -wal)
+    for (const f of ['store.db-wal', 'store.db-shm']) writeFileSync(join(dir, f), '', { flag: 'a' });
+    chmodSync(dir, 0o777);
+    for (const f of readdirSync(dir)) chmodSync(join(dir, f), 0o666);
+
+    const store = new SqliteStore({ path });
+    await store.ready();
+    // Before: all stayed 0666 and SQLite kept writing readable -wal/-shm files.
+    for (const f of ['store.db', 'store.db-wal', 'store.db-shm']) expect(statSync(join(dir, f)).mode & 0o777).toBe(0o600);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect((await store.get('nothing'))).toBeNull();
+    await store.close();
+  });
+
+  it('leaves a shared folder (one that holds other files) as it is; the store file is tightened', async () => {
+    const dir = tempDir();
+    chmodSync(dir, 0o755);
+    writeFileSync(join(dir, 'README.md'), 'a project');
+    const path = join(dir, 'store.db');
+    writeFileSync(path, '');
+    chmodSync(path, 0o644);
+    const store = new SqliteStore({ path });
+    await store.ready();
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(dir).mode & 0o777).toBe(0o755);
+    await store.close();
+  });
+
+  it.runIf(process.getuid?.() === 0)("refuses a loose store file that is another user's, saying what to do", async () => {
+    const dir = tempDir();
+    const path = join(dir, 'store.db');
+    const owner = new SqliteStore({ path });
+    await idempotent(async function write() { return 1; }, { store: owner })();
+    await owner.close();
+    chmodSync(path, 0o644);
+    chownSync(path, 65534, 65534); // nobody's: not ours (this test runs as root)
+    await refusedWithoutRunning(new SqliteStore({ path }), path, /owned by another user.*0644.*chmod 600/s);
+    expect(statSync(path).mode & 0o777).toBe(0o644); // not changed
+  });
+
   it('refuses a file that is not a database, naming it, and runs nothing', async () => {
     const path = join(tempDir(), 'notes.db');
     writeFileSync(path, 'these are my notes, not a database\n'.repeat(100));
@@ -52,11 +97,13 @@ describe('SqliteStore files', () => {
     const path = join(tempDir(), 'app.db');
     const made = spawnSync('python3', ['-c', `import sqlite3; c = sqlite3.connect(${JSON.stringify(path)}); c.execute("create table users (id int)"); c.commit()`]);
     expect(made.status).toBe(0);
+    chmodSync(path, 0o644); // loose, but not ours to tighten: another program's file
     const before = statSync(path);
     await refusedWithoutRunning(new SqliteStore({ path }), path, /some other program/);
     const after = statSync(path);
     expect(after.size).toBe(before.size);
     expect(after.mtimeMs).toBe(before.mtimeMs);
+    expect(after.mode).toBe(before.mode);
   });
 
   it('refuses a path it cannot create, naming it', async () => {

@@ -11,6 +11,7 @@
 //!   the async path.
 
 mod open;
+mod permissions;
 mod queries;
 mod schema;
 mod writer;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+use super::permissions;
 use super::schema::{migrate, SCHEMA, SCHEMA_VERSION};
 use crate::failure::{StoreFailure, StoreResult};
 
@@ -135,7 +136,8 @@ fn retry_busy<T>(
 
 /// Creates missing folders with mode 0700 and the file with mode 0600, before SQLite
 /// sees the path (SQLite would create it with the process umask; it creates the -wal
-/// and -shm files with the database file's own mode).
+/// and -shm files with the database file's own mode). Files found loose are tightened
+/// when they are ours and refused when they are not (see `permissions.rs`).
 pub fn prepare_path(path: &Path) -> StoreResult<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
@@ -143,7 +145,8 @@ pub fn prepare_path(path: &Path) -> StoreResult<()> {
                 .map_err(|e| failure(path, format!("cannot create its folder: {e}")))?;
         }
     }
-    create_private_file(path).map_err(|e| failure(path, e))
+    create_private_file(path).map_err(|e| failure(path, e))?;
+    permissions::secure_existing(path)
 }
 
 #[cfg(unix)]
