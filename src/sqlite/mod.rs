@@ -10,6 +10,7 @@
 //!   recovery, a checkpoint restart) it returns "not found" at once and the caller takes
 //!   the async path.
 
+mod fault;
 mod open;
 mod permissions;
 mod queries;
@@ -189,7 +190,12 @@ impl NativeSqliteStore {
     {
         let inner = self.inner.clone();
         blocking(move || {
-            let mut guard = inner.reader.lock().map_err(|_| closed())?;
+            // A panic in an earlier read (a bug) poisons the lock; the connection is still
+            // good, and refusing every later read as "closed" would take the store down.
+            let mut guard = inner
+                .reader
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             let conn = inner.current(&mut guard, inner.file.settings.busy_timeout)?;
             work(conn).map_err(|e| StoreFailure::at(&inner.label, what, open::describe(e)))
         })
@@ -212,6 +218,7 @@ impl NativeSqliteStore {
     pub fn acquire<'env>(&self, env: &'env Env, request: AcquireRequest) -> Result<Object<'env>> {
         let ns = self.project()?;
         self.write(env, move |conn| {
+            fault::panic_point("acquire");
             queries::acquire(conn, &ns, &request, &Now::current())
         })
     }
@@ -257,6 +264,9 @@ impl NativeSqliteStore {
                 ttl_ms: r.ttl_ms,
                 duration_ms: r.duration_ms,
             };
+            if status == COMPLETED {
+                fault::panic_point("complete");
+            }
             queries::settle(conn, &ns, &settle, &Now::current())
         })
     }
@@ -289,6 +299,7 @@ impl NativeSqliteStore {
     pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
         let scope = self.inner.scope.clone();
         self.read("store read failed", move |conn| {
+            fault::panic_point("get");
             let now = Now::current();
             Ok(queries::read(conn, &scope, &key)?
                 .filter(|r| !r.expired(&now))
@@ -326,18 +337,29 @@ impl NativeSqliteStore {
     /// less crosses into JavaScript, the faster a replay.
     #[napi(catch_unwind)]
     pub fn peek_replay(&self, key: String, fingerprint: String) -> Result<Option<ReplayHit>> {
+        // A panic here (a bug) must not become an exception on the replay fast path: it is
+        // "not found", and the async path then decides and reports.
+        let peek = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.peek(&key, &fingerprint)
+        }));
+        Ok(peek.unwrap_or(None))
+    }
+
+    fn peek(&self, key: &str, fingerprint: &str) -> Option<ReplayHit> {
         let Scope::Project(ns) = &self.inner.scope else {
-            return Ok(None);
+            return None;
         };
-        let Ok(mut guard) = self.inner.peek.try_lock() else {
-            return Ok(None);
+        let mut guard = match self.inner.peek.try_lock() {
+            Ok(guard) => guard,
+            // An earlier panic while reading: the connection itself is still usable.
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
         };
-        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else {
-            return Ok(None);
-        };
-        Ok(queries::read_replay(conn, ns, &key, &fingerprint, now_ms())
+        let conn = self.inner.current(&mut guard, Duration::ZERO).ok()?;
+        fault::panic_point("peek");
+        queries::read_replay(conn, ns, key, fingerprint, now_ms())
             .ok()
-            .flatten())
+            .flatten()
     }
 
     /// Finishes queued writes and closes the file. Later calls fail with "closed".
@@ -346,12 +368,12 @@ impl NativeSqliteStore {
         let inner = self.inner.clone();
         blocking(move || {
             inner.writer.stop();
-            if let Ok(mut c) = inner.reader.lock() {
-                c.take();
-            }
-            if let Ok(mut c) = inner.peek.lock() {
-                c.take();
-            }
+            inner
+                .reader
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            inner.peek.lock().unwrap_or_else(|p| p.into_inner()).take();
             Ok(())
         })
         .await
