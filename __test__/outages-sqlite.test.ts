@@ -49,6 +49,10 @@ function fill(dir: string): string {
   return filler;
 }
 
+async function clockPast(epochMs: number) {
+  while (Date.now() <= epochMs) await new Promise((r) => setTimeout(r, epochMs - Date.now() + 1));
+}
+
 function counted(store: InstanceType<typeof SqliteStore>) {
   const state = { runs: 0 };
   const op = idempotent(async function op(n: string) {
@@ -78,6 +82,60 @@ describe('SqliteStore outages', () => {
     expect(await op('after')).toBe('after');
     expect(await op('after')).toBe('after');
     expect(state.runs).toBe(2);
+    await store.close();
+  });
+
+  it('a full disk and a small claim: StoreError, fn not run, nothing recorded; works again once there is space', async () => {
+    const dir = tmpfs(1024);
+    const store = new SqliteStore({ path: join(dir, 'store.db') });
+    const { op, state } = counted(store);
+    expect(await op('before')).toBe('before');
+    const filler = fill(dir);
+
+    // An ordinary key: the claim needs one more WAL frame, and there is no room for it.
+    const err = await op('small').then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toMatch(/full/);
+    expect((err as Error).message).toContain(dir);
+    expect(state.runs).toBe(1);
+    expect(await store.get(op.keyFor('small'))).toBeNull(); // reads still work; no half claim
+
+    rmSync(filler);
+    expect(await op('small')).toBe('small');
+    expect(await op('small')).toBe('small');
+    expect(state.runs).toBe(2);
+    await store.close();
+  });
+
+  it('a disk that fills while fn runs: the completion cannot be written; StoreError, the claim stays, and after its lease the call runs again once', async () => {
+    const dir = tmpfs(1024);
+    const store = new SqliteStore({ path: join(dir, 'store.db') });
+    expect(await counted(store).op('warm-up')).toBe('warm-up');
+    let filler: string | undefined;
+    let runs = 0;
+    const pay = idempotent(async function pay(order: string) {
+      runs++;
+      if (filler === undefined) filler = fill(dir); // the side effect happened; now no space
+      return { order, paid: true };
+    }, { store, leaseMs: 1500 });
+
+    const err = await pay('order-1').then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toMatch(/full/);
+    expect(runs).toBe(1);
+    // The side effect is not left without a record: the claim is there, pending.
+    const pending = await store.get(pay.keyFor('order-1'));
+    expect([pending?.status, pending?.attempts]).toEqual(['pending', 1]);
+
+    rmSync(filler!);
+    await clockPast(pending!.leaseExpiresAt!);
+    // The documented crash window: the next call after the lease runs again (reconcile
+    // can ask the outside world first), once, and its completion is kept.
+    expect(await pay('order-1')).toEqual({ order: 'order-1', paid: true });
+    expect(await pay('order-1')).toEqual({ order: 'order-1', paid: true });
+    expect(runs).toBe(2);
+    const record = await store.get(pay.keyFor('order-1'));
+    expect([record?.status, record?.attempts]).toEqual(['completed', 2]);
     await store.close();
   });
 
