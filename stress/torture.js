@@ -7,14 +7,25 @@
 //   node stress/torture.js [--store sqlite|redis] [--seconds 600] [--workers 8] [--keys 40]
 //                          [--redis redis://127.0.0.1:6379/15]
 //
-// The invariant checked: a call that starts after a completion of its key was recorded
-// never runs. (A call that started earlier may still run after it, when its claim was
-// superseded by a 'retry' or a takeover: its own completion is then refused.) Duplicates before that are expected and counted by
-// cause: a 'retry' call (it runs again by design), or a worker killed between its side
-// effect and its record (the documented window).
+// What the verdict checks, from the log and the store:
+// - No call that starts after a completion of its key was recorded ever runs. (A call that
+//   started earlier may still run after it, when its claim was superseded by a 'retry' or
+//   a takeover: its own completion is then refused.) A completion's time is its "recorded"
+//   log line; when a worker was killed between its commit and that line, the store's final
+//   record names the execution, and the kill (logged by this conductor) bounds its commit.
+// - Every duplicate execution of a key is explained: by a 'retry' call (it runs again by
+//   design), by a worker killed between its side effect and its record (the documented
+//   window; the kill is in the log), or by an owner whose lease ran out while it was alive
+//   (its late completion refused: "lost" in the log). Any other duplicate fails the run.
+// - Every worker ends by our SIGKILL or exits 0 with nothing on stderr: a worker that
+//   crashes from a bug fails the run (its stderr is shown).
+// - Every key ends completed, and no call met an unexpected error.
+//
+// Internal, for the tests of this verdict: --inject-crash makes one worker crash (exit 3
+// with a stack on stderr); --verify LOG [--finals F.json] checks a kept or made-up log.
 
 const { spawn } = require('node:child_process');
-const { appendFileSync, closeSync, mkdtempSync, openSync, readSync, rmSync } = require('node:fs');
+const { appendFileSync, closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const { join } = require('node:path');
 const { parseArgs } = require('node:util');
@@ -31,6 +42,8 @@ const { values } = parseArgs({
     redis: { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379/15' },
     worker: { type: 'string' }, // internal: run as a worker with this JSON config
     verify: { type: 'string' }, // check a kept log again: node stress/torture.js --verify effects.log
+    finals: { type: 'string' }, // with --verify: the final records, {key: {by, attempt}} (JSON file)
+    'inject-crash': { type: 'boolean' }, // internal: one worker crashes, as a bug would
   },
 });
 
@@ -58,8 +71,12 @@ async function work(config) {
     pollIntervalMs: 10,
     pollTimeoutMs: 5000,
     payload: (key) => key, // the attempt number is not part of the call's identity
-    onEvent: (e) => { if (e.type === 'executed') log(`recorded ${e.key} ${process.pid}`); },
+    onEvent: (e) => {
+      if (e.type === 'executed') log(`recorded ${e.key} ${process.pid}`);
+      if (e.type === 'lease-lost') log(`lost ${e.key} ${process.pid}`);
+    },
   })]));
+  if (config.crash) setTimeout(() => { throw new Error('injected crash (--inject-crash)'); }, 200);
   const stopAt = Date.now() + config.ms;
   let attempt = 0;
   const lanes = Array.from({ length: 16 }, async () => {
@@ -84,10 +101,12 @@ async function work(config) {
   await store.close();
 }
 
-// ---- the verdict, from the log alone
+// ---- the verdict
 const START = /^start (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
 const EFFECT = /^effect (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
 const RECORDED = /^recorded (g\d+-k\d+) (\d+)$/;
+const LOST = /^lost (g\d+-k\d+) (\d+)$/;
+const KILLED = /^killed (\d+)$/;
 
 /** Calls `fn` with each line of the file, reading it in pieces (a long run's log is GBs). */
 function eachLine(file, fn) {
@@ -108,9 +127,16 @@ function eachLine(file, fn) {
   }
 }
 
-function verify(file) {
-  const effects = new Map(); // key -> executions
-  const firstRecord = new Map(); // key -> line number of its first recorded completion
+/**
+ * Checks the log. `finals`: the store's final records, key -> { by, attempt } (the result
+ * of the execution whose completion stands), to find commits whose log line a kill ate.
+ */
+function verify(file, finals) {
+  const executions = new Map(); // key -> [{ at, started, pid, mode, id }]
+  const firstRecord = new Map(); // key -> line number of its first "recorded" line
+  const recorded = new Map(); // `${key} ${pid}` -> how many "recorded" lines
+  const lost = new Map(); // key -> how many "lost" lines
+  const killedAt = new Map(); // pid -> line number of its kill
   // Where each call started: per worker pid, line numbers indexed by its attempt id (dense
   // from 1); the conductor's final pass by key. Tens of millions of calls fit in arrays.
   const starts = new Map();
@@ -119,7 +145,12 @@ function verify(file) {
     if (mode === 'final') return finalStarts.get(key);
     return starts.get(pid)?.[Number(id)];
   };
-  const out = { executions: 0, duplicates: 0, byRetry: 0, violations: 0, errors: 0, torn: 0, keysRun: 0, firstError: [] };
+  const bump = (map, k) => map.set(k, (map.get(k) ?? 0) + 1);
+  const out = {
+    executions: 0, duplicates: 0, byRetry: 0, afterKill: 0, afterLeaseLoss: 0, unexplained: 0,
+    violations: 0, hiddenCommits: 0, errors: 0, torn: 0, keysRun: 0, firstError: [],
+  };
+  const report = (text) => { if (out.firstError.length < 5) out.firstError.push(text); };
   let at = 0;
   eachLine(file, (line) => {
     at++;
@@ -140,25 +171,73 @@ function verify(file) {
       }
     } else if ((m = RECORDED.exec(line))) {
       if (!firstRecord.has(m[1])) firstRecord.set(m[1], at);
+      bump(recorded, `${m[1]} ${m[2]}`);
+    } else if ((m = LOST.exec(line))) {
+      bump(lost, m[1]);
+    } else if ((m = KILLED.exec(line))) {
+      killedAt.set(m[1], at);
     } else if ((m = EFFECT.exec(line))) {
-      const n = (effects.get(m[1]) ?? 0) + 1;
-      effects.set(m[1], n);
+      const list = executions.get(m[1]) ?? [];
+      executions.set(m[1], list);
       const started = startOf(m[1], m[2], m[3], m[4]);
-      const recorded = firstRecord.get(m[1]);
-      if (recorded !== undefined && started !== undefined && started > recorded) {
+      list.push({ at, started, pid: m[2], mode: m[3], id: m[4] });
+      const record = firstRecord.get(m[1]);
+      if (record !== undefined && started !== undefined && started > record) {
         out.violations++; // started after its key's completion was recorded, and still ran
-        if (out.firstError.length < 3) out.firstError.push(`ran after a record: ${line}`);
-      } else if (n > 1 && m[3] === 'retry') out.byRetry++;
+        report(`ran after a record: ${line}`);
+      }
     } else if (line.startsWith('error ')) {
       out.errors++;
-      if (out.firstError.length < 3) out.firstError.push(line);
+      report(line);
     } else {
       out.torn++; // a worker SIGKILLed while appending its line
     }
   });
-  out.executions = [...effects.values()].reduce((a, b) => a + b, 0);
-  out.duplicates = out.executions - effects.size;
-  out.keysRun = effects.size;
+
+  for (const [key, list] of executions) {
+    out.executions += list.length;
+    // A commit whose "recorded" line a kill ate: the store's final record names it, and its
+    // worker's kill bounds when it was committed. Calls that started after that and ran
+    // are violations, as above.
+    const final = finals?.[key];
+    if (final !== undefined && !recorded.has(`${key} ${final.by}`)) {
+      const killed = killedAt.get(String(final.by));
+      if (killed === undefined) {
+        out.errors++;
+        report(`${key}: the stored completion (pid ${final.by}) has no "recorded" line and its worker was not killed`);
+      } else {
+        out.hiddenCommits++;
+        const bound = Math.min(killed, firstRecord.get(key) ?? Infinity);
+        for (const e of list) {
+          if (e.started !== undefined && e.started > bound && e.at > bound) {
+            out.violations++;
+            report(`ran after a commit hidden by a kill: ${key} ${e.pid} ${e.mode} ${e.id}`);
+          }
+        }
+      }
+    }
+    // Every duplicate needs a cause. Credits: executions by killed workers that were
+    // neither recorded nor refused (their claims were taken over after the lease), and
+    // refused completions ("lost": the owner was alive, its lease had run out).
+    let killCredits = 0;
+    const byPid = new Map();
+    for (const e of list) byPid.set(e.pid, (byPid.get(e.pid) ?? 0) + 1);
+    for (const [pid, n] of byPid) {
+      if (killedAt.has(pid)) killCredits += Math.max(0, n - (recorded.get(`${key} ${pid}`) ?? 0));
+    }
+    let lostCredits = lost.get(key) ?? 0;
+    for (const e of list.slice(1)) {
+      out.duplicates++;
+      if (e.mode === 'retry') out.byRetry++;
+      else if (killCredits > 0) { killCredits--; out.afterKill++; }
+      else if (lostCredits > 0) { lostCredits--; out.afterLeaseLoss++; }
+      else {
+        out.unexplained++;
+        report(`a duplicate with no retry, kill or lost lease to explain it: ${key} ${e.pid} ${e.mode} ${e.id}`);
+      }
+    }
+  }
+  out.keysRun = executions.size;
   return out;
 }
 
@@ -182,13 +261,30 @@ async function main() {
   let kills = 0;
   let started = 0;
   const live = new Set();
+  const killedByUs = new Set();
+  const exits = []; // one promise per worker: how it ended
+  const crashes = []; // workers that ended any other way than our SIGKILL or a clean exit
 
   const startWorker = () => {
     const ms = Math.max(0, deadline - Date.now());
-    const child = spawn(process.execPath, [__filename, '--worker', JSON.stringify({ ...config, ms })], { stdio: ['ignore', 'inherit', 'inherit'] });
+    const crash = values['inject-crash'] === true && started === 0;
+    const child = spawn(process.execPath, [__filename, '--worker', JSON.stringify({ ...config, ms, crash })], {
+      stdio: ['ignore', 'inherit', 'pipe'],
+    });
+    child.spawnedAt = Date.now();
+    child.crashing = crash; // left alone, so that its crash is what ends it
     started++;
     live.add(child);
-    child.on('exit', () => live.delete(child));
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    exits.push(new Promise((resolve) => child.on('close', (code, signal) => {
+      live.delete(child);
+      const ours = signal === 'SIGKILL' && killedByUs.has(child);
+      if (!(ours || (code === 0 && signal === null)) || stderr !== '') {
+        crashes.push(`worker ${child.pid}: exit ${code ?? signal}${stderr ? `, stderr: ${stderr.trim().split('\n').slice(0, 3).join(' | ')}` : ''}`);
+      }
+      resolve();
+    })));
     return child;
   };
   for (let i = 0; i < workers; i++) startWorker();
@@ -197,15 +293,21 @@ async function main() {
   while (Date.now() < deadline - 300) {
     await new Promise((r) => setTimeout(r, 100 + Math.random() * 400));
     if (Date.now() >= deadline - 300) break;
-    const victims = [...live];
+    // Kill workers that have had time to load and start calling (a kill of a process
+    // still starting up tests nothing).
+    const victims = [...live].filter((c) => Date.now() - c.spawnedAt > 1000 && !c.crashing);
     const victim = victims[Math.floor(Math.random() * victims.length)];
-    if (victim && victim.exitCode === null) {
+    if (victim && victim.exitCode === null && victim.signalCode === null) {
+      killedByUs.add(victim);
       victim.kill('SIGKILL');
+      // Logged after the kill: whatever the victim committed, it committed before this line.
+      await new Promise((r) => victim.once('exit', r));
+      appendFileSync(config.log, `killed ${victim.pid}\n`);
       kills++;
       startWorker();
     }
   }
-  await Promise.all([...live].map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.on('exit', r)))));
+  await Promise.all(exits);
 
   // Settle every key once more (waiting out dead owners' leases), with no kills.
   const store = openStore(config);
@@ -226,27 +328,32 @@ async function main() {
   }
 
   // ---- the verdict
-  const v = verify(config.log);
-  const { executions, duplicates, byRetry, violations, errors, torn, firstError } = v;
   const records = await store.listRecords();
+  const finals = Object.fromEntries(records.filter((r) => r.status === 'completed' && r.result).map((r) => [r.key, r.result]));
+  const v = verify(config.log, finals);
+  const { executions, duplicates, byRetry, afterKill, afterLeaseLoss, unexplained, violations, hiddenCommits, errors, torn, firstError } = v;
   const notCompleted = records.filter((r) => r.status !== 'completed').length + (used.length - records.length);
   await store.clear();
   await store.close();
-  const clean = violations === 0 && notCompleted === 0 && errors === 0 && v.keysRun === used.length;
+  const clean =
+    violations === 0 && unexplained === 0 && notCompleted === 0 && errors === 0 && crashes.length === 0 && v.keysRun === used.length;
   console.log(
-    `torture ${values.store}: ${clean ? 'CLEAN' : 'FAILED'}: ${seconds}s, ${started} workers (${kills} killed), ${used.length} keys, ` +
-      `${executions} executions, ${duplicates} duplicates before a record (${byRetry} by 'retry', ${duplicates - byRetry} after kills), ` +
-      `${violations} calls that ran although they started after a recorded completion, ${notCompleted} keys not completed, ${errors} unexpected errors` +
+    `torture ${values.store}: ${clean ? 'CLEAN' : 'FAILED'}: ${seconds}s, ${started} workers (${kills} killed, ${crashes.length} crashed), ${used.length} keys, ` +
+      `${executions} executions, ${duplicates} duplicates before a record (${byRetry} by 'retry', ${afterKill} after a kill, ` +
+      `${afterLeaseLoss} after a lease ran out on a live owner, ${unexplained} unexplained), ` +
+      `${violations} calls that ran although they started after a recorded completion ` +
+      `(${hiddenCommits} commits found through the store, their log line lost to a kill), ${notCompleted} keys not completed, ${errors} unexpected errors` +
       (torn ? ` (${torn} log lines torn by a kill, ignored)` : ''),
   );
-  for (const e of firstError) console.log(`  ${e}`);
-  if (clean) rmSync(dir, { recursive: true, force: true });
+  for (const e of [...crashes.slice(0, 3), ...firstError]) console.log(`  ${e}`);
+  if (clean && !process.env.TORTURE_KEEP) rmSync(dir, { recursive: true, force: true });
   else console.log(`  kept the log: ${config.log}`);
   process.exitCode = clean ? 0 : 1;
 }
 
 if (values.verify) {
-  const v = verify(values.verify);
+  const finals = values.finals ? JSON.parse(readFileSync(values.finals, 'utf8')) : undefined;
+  const v = verify(values.verify, finals);
   console.log(JSON.stringify({ ...v, firstError: undefined }), v.firstError);
 } else if (values.worker) {
   work(JSON.parse(values.worker)).catch((err) => {
