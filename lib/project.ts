@@ -16,10 +16,21 @@ export function projectNamespace(cwd: string = process.cwd()): string {
   const fromEnv = process.env.IDEMPOTENT_TOOLS_NAMESPACE;
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
   const start = resolve(cwd);
+  let found = byFolder.get(start);
+  if (found === undefined) {
+    found = nearestPackageName(start) ?? start;
+    byFolder.set(start, found);
+  }
+  return found;
+}
+
+/** Found once per folder: tools are often wrapped anew per request, each asking again. */
+const byFolder = new Map<string, string>();
+
+function nearestPackageName(start: string): string | undefined {
   for (let dir = start; ; dir = dirname(dir)) {
     const name = packageName(join(dir, 'package.json'));
-    if (name !== undefined) return name;
-    if (dirname(dir) === dir) return start;
+    if (name !== undefined || dirname(dir) === dir) return name;
   }
 }
 

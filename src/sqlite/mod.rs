@@ -301,9 +301,12 @@ impl NativeSqliteStore {
         self.read("store read failed", move |conn| {
             fault::panic_point("get");
             let now = Now::current();
-            Ok(queries::read(conn, &scope, &key)?
-                .filter(|r| !r.expired(&now))
-                .map(Into::into))
+            let own = queries::read(conn, &scope, &key)?;
+            let found = match (own, &scope) {
+                (None, Scope::Project(ns)) => queries::read_legacy(conn, ns, &key)?,
+                (own, _) => own,
+            };
+            Ok(found.filter(|r| !r.expired(&now)).map(Into::into))
         })
         .await
     }

@@ -80,6 +80,18 @@ pub fn read(conn: &Connection, scope: &Scope, key: &str) -> rusqlite::Result<Opt
     }
 }
 
+/// A record from before namespaces, for a project's store that has none of its own under
+/// `key`. Files written by version 1 keep their records in the namespace `''`; a project's
+/// default store still honours them (replays a completed one, waits for a live pending
+/// one), so upgrading never makes a finished call run again. Its own records come first,
+/// and new claims are always made in its own namespace.
+pub fn read_legacy(conn: &Connection, ns: &str, key: &str) -> rusqlite::Result<Option<Record>> {
+    if ns.is_empty() {
+        return Ok(None);
+    }
+    read(conn, &Scope::Project(String::new()), key)
+}
+
 /// The replay fast path's read: the stored outcome (result, error, attempts) of `key`'s
 /// record if it is completed, unexpired and made by a call with `fingerprint`; None for
 /// anything else (the caller then takes the async path, which decides every other case).
@@ -121,7 +133,11 @@ pub fn acquire(
     req: &AcquireRequest,
     now: &Now,
 ) -> rusqlite::Result<AcquireOutcome> {
-    let found = read(conn, &Scope::Project(ns.to_string()), &req.key)?;
+    let found = match read(conn, &Scope::Project(ns.to_string()), &req.key)? {
+        Some(own) => Some(own),
+        // Another call's legacy record is not this call's: claim in this project.
+        None => read_legacy(conn, ns, &req.key)?.filter(|r| r.fingerprint == req.fingerprint),
+    };
     let (attempts, taken_over, fresh) =
         match decide(found.as_ref(), &req.fingerprint, req.force, now) {
             Decision::Refuse => {

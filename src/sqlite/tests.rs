@@ -319,7 +319,10 @@ fn a_version_1_file_is_migrated_in_place_and_keeps_its_records() {
         (busy.status.as_str(), busy.token.as_deref(), busy.attempts),
         ("pending", Some("tok"), 2)
     );
-    // Its owner (an old process) still holds a live lease: not taken over.
+    // Its owner (an old process) still holds a live lease: not taken over, from '' or a project.
+    let in_project =
+        queries::acquire(&conn, "shop", &request("busy", "fp"), &Now::current()).unwrap();
+    assert!(!in_project.acquired);
     assert!(
         !queries::acquire(&conn, "", &request("busy", "fp"), &Now::current())
             .unwrap()
@@ -333,6 +336,26 @@ fn a_version_1_file_is_migrated_in_place_and_keeps_its_records() {
         &Now::current()
     )
     .unwrap());
+    // A project's default store (namespace 'shop') still honours the records from before
+    // namespaces: the finished call replays, and another call under the same key is
+    // claimed in the project's own namespace.
+    let now = Now::current();
+    let replay = queries::acquire(&conn, "shop", &request("done", "fp"), &now).unwrap();
+    assert!(!replay.acquired);
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some("{\"id\":1}"));
+    let other = queries::acquire(&conn, "shop", &request("done", "other-call"), &now).unwrap();
+    assert!(
+        other.acquired,
+        "a legacy record of another call is not this call's"
+    );
+    let shop = Scope::Project("shop".into());
+    assert_eq!(
+        queries::read(&conn, &shop, "done")
+            .unwrap()
+            .unwrap()
+            .fingerprint,
+        "other-call"
+    );
     // Opening it again changes nothing.
     drop(conn);
     let again = open_store(&path);
