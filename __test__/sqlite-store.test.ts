@@ -199,3 +199,52 @@ describe('SqliteStore keeps any text exactly (issue 9 items 1, 2)', () => {
     await store.close();
   });
 });
+
+describe('a store file written by the previous schema (version 1)', () => {
+  const V1 = `
+    CREATE TABLE records (key TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL, fingerprint TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')), token TEXT, result TEXT, error TEXT,
+      attempts INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, expires_at INTEGER,
+      lease_expires_at INTEGER);
+    CREATE INDEX records_by_expiry ON records (expires_at) WHERE expires_at IS NOT NULL;
+    PRAGMA application_id = 1229214800; PRAGMA user_version = 1;`;
+  const WRITE_V1 = `
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.executescript(sys.argv[2])
+c.execute("PRAGMA journal_mode=WAL")
+c.execute("INSERT INTO records VALUES (?, 'charge', ?, 'completed', NULL, ?, NULL, 1, 10, 20, NULL, NULL)", (sys.argv[3], sys.argv[4], sys.argv[5]))
+c.commit()`;
+
+  it('opens, migrates in place, and keeps its records; a project store replays them', async () => {
+    // The key and fingerprint the wrapper gives charge('order-1'), read from a record it wrote.
+    const seed = new SqliteStore({ path: join(tempDir(), 'seed.db') });
+    const seeded = idempotent(async function charge(order: string) {
+      return { order };
+    }, { store: seed });
+    await seeded('order-1');
+    const key = seeded.keyFor('order-1');
+    const fingerprint = (await seed.get(key))!.fingerprint;
+    await seed.close();
+    // The record a previous version wrote for that call, in a file of its schema.
+    const path = join(tempDir(), 'old.db');
+    const made = spawnSync('python3', ['-c', WRITE_V1, path, V1, key, fingerprint, '{"order":"order-1","charged":"once"}']);
+    expect(made.status, String(made.stderr)).toBe(0);
+
+    const plain = new SqliteStore({ path });
+    const kept = await plain.get(key);
+    expect([kept?.status, kept?.result, kept?.createdAt, kept?.namespace]).toEqual(['completed', { order: 'order-1', charged: 'once' }, 10, '']);
+    await plain.close();
+
+    // The project's store (as defaultStore() opens it) replays the old record: no second charge.
+    let runs = 0;
+    const store = new SqliteStore({ path, namespace: 'shop' });
+    const charge = idempotent(async function charge(order: string) {
+      runs++;
+      return { order, charged: 'again' };
+    }, { store });
+    expect(await charge('order-1')).toEqual({ order: 'order-1', charged: 'once' });
+    expect(runs).toBe(0);
+    await store.close();
+  });
+});
