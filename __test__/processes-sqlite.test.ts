@@ -137,7 +137,7 @@ describe('many processes, one SQLite file', () => {
     const dir = tempDir();
     const trace = join(dir, 'trace');
     const opts = { db: join(dir, 'store.db'), log: join(dir, 'effects.log'), key: 'charge-1', durability };
-    const args = ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,write', '-o', trace, process.execPath, WORKER, 'complete-then-die', JSON.stringify(opts)];
+    const args = ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,write,writev', '-o', trace, process.execPath, WORKER, 'complete-then-die', JSON.stringify(opts)];
     const f = await collect(spawn('strace', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(f.stdout, `strace must be installed (CI installs it): ${f.stderr}`).toMatch(/^DONE /);
     return readFileSync(trace, 'utf8').split('\n');
@@ -145,8 +145,8 @@ describe('many processes, one SQLite file', () => {
 
   /** The lines between fn's side effect (its write to effects.log) and the write of "DONE". */
   function afterTheEffectBeforeTheCallerSawIt(lines: string[]): string[] {
-    const effect = lines.findIndex((l) => /write\(\d+<[^>]*effects\.log>/.test(l));
-    const done = lines.findIndex((l) => /write\(1<[^>]*>, "DONE /.test(l));
+    const effect = lines.findIndex((l) => /writev?\(\d+<[^>]*effects\.log>/.test(l));
+    const done = lines.findIndex((l) => /writev?\(1<[^>]*>, (\[\{iov_base=)?"DONE /.test(l));
     expect(effect).toBeGreaterThan(-1);
     expect(done).toBeGreaterThan(effect);
     return lines.slice(effect + 1, done);
