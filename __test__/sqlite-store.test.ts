@@ -124,6 +124,10 @@ describe('SqliteStore files', () => {
     expect(() => new SqliteStore({ durability: 'sometimes' as never })).toThrow(/durability/);
     expect(() => new SqliteStore({ busyTimeoutMs: -1 })).toThrow(RangeError);
     expect(() => new SqliteStore({ file: 'x' } as never)).toThrow(/unknown option "file"/);
+    // Strings that napi would change on the way in (lone surrogates become U+FFFD).
+    expect(() => new SqliteStore({ path: join(tempDir(), 'a-\uD800.db') })).toThrow(/surrogate/);
+    expect(() => new SqliteStore({ path: join(tempDir(), 'x.db'), namespace: 'shop\uDC00' })).toThrow(/surrogate/);
+    expect(() => new SqliteStore({ path: join(tempDir(), 'x.db'), namespace: 'shop \uD83D\uDE00' })).not.toThrow();
   });
 
   it('defaultStore() uses IDEMPOTENT_TOOLS_DB, and is one store per path', async () => {

@@ -32,6 +32,9 @@ export interface SqliteStoreOptions {
   allNamespaces?: boolean;
 }
 
+/** A UTF-16 surrogate without its pair (with the `u` flag, a pair is one code point). */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
 const OPTIONS = new Set(['path', 'durability', 'busyTimeoutMs', 'namespace', 'allNamespaces']);
 
 export function defaultStorePath(): string {
@@ -67,6 +70,11 @@ function checkOptions(options: SqliteStoreOptions) {
   if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
     throw new TypeError('SqliteStore: path must be a non-empty file path string');
   }
+  if (LONE_SURROGATE.test(path)) {
+    // The native side gets UTF-8, where a lone surrogate would become U+FFFD: two different
+    // paths would open one file.
+    throw new TypeError('SqliteStore: path must not contain lone UTF-16 surrogates (they cannot be passed on exactly)');
+  }
   if (durability !== 'full' && durability !== 'normal') {
     throw new TypeError(`SqliteStore: durability must be 'full' or 'normal', not ${JSON.stringify(durability)}`);
   }
@@ -76,7 +84,7 @@ function checkOptions(options: SqliteStoreOptions) {
   if (typeof namespace !== 'string') {
     throw new TypeError(`SqliteStore: namespace must be a string (a project name), not ${typeof namespace}`);
   }
-  if (/[\uD800-\uDFFF]/u.test(namespace)) {
+  if (LONE_SURROGATE.test(namespace)) {
     throw new TypeError('SqliteStore: namespace must not contain lone UTF-16 surrogates (they cannot be stored exactly)');
   }
   if (typeof allNamespaces !== 'boolean') {
