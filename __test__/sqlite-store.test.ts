@@ -252,3 +252,19 @@ c.commit()`;
     await store.close();
   });
 });
+
+describe('SqliteStore keeps the call metadata', () => {
+  it('meta from the claim, durationMs from the settle, and the namespace', async () => {
+    const store = new SqliteStore({ path: join(tempDir(), 'store.db'), namespace: 'shop' });
+    const meta = { scope: 'thread-1', toolCallId: 'call_0', framework: 'langgraph', project: 'shop' };
+    const claim = await store.acquire({ key: 'k', name: 'n', fingerprint: 'fp', leaseMs: 10_000, force: false, meta });
+    if (!claim.acquired) throw new Error('not acquired');
+    const pending = await store.get('k');
+    expect([pending?.meta, pending?.durationMs, pending?.namespace]).toEqual([meta, null, 'shop']);
+    await store.complete({ key: 'k', token: claim.token, resultJson: '1', durationMs: 41.6 });
+    const done = await store.get('k');
+    expect([done?.meta, done?.durationMs]).toEqual([meta, 42]);
+    expect((await store.listRecords())[0]).toMatchObject({ meta, durationMs: 42, namespace: 'shop' });
+    await store.close();
+  });
+});
