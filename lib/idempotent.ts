@@ -12,6 +12,7 @@ import {
   StoreError,
   asStoreError,
 } from './errors.js';
+import { InexactStringError } from './exact-strings.js';
 import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
@@ -181,6 +182,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
         force: c.onDuplicate === 'retry',
       });
     } catch (err) {
+      if (err instanceof InexactStringError) throw err; // bad input, not a store failure
       emit('store-error', { error: err });
       throw asStoreError(err, key);
     }
