@@ -4,7 +4,7 @@
  */
 
 import { running } from './call-context.js';
-import { Unencodable, canonicalJson } from './canonical.js';
+import { Unencodable, canonicalJson, resultJson as encodeResult } from './canonical.js';
 import {
   DuplicateInFlightError,
   InFlightTimeoutError,
@@ -278,7 +278,7 @@ async function execute<A extends unknown[], R>(call: Call<A, R>, token: string, 
   let unstorable: RecordError | undefined;
   if (value !== undefined) {
     try {
-      resultJson = canonicalJson(value);
+      resultJson = encodeResult(value);
     } catch (err) {
       if (!(err instanceof Unencodable)) throw err;
       unstorable = {
