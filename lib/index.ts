@@ -17,6 +17,7 @@ export {
   InFlightTimeoutError,
   KeyMismatchError,
   StoreError,
+  LeaseLostError,
 } from './errors.js';
 export { CHANNEL_NAME } from './events.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';

@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 
 import { currentKey } from './call-context.js';
-import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError } from './errors.js';
+import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type LeaseLostError } from './errors.js';
 import { idempotent } from './idempotent.js';
 import type { Store } from './store.js';
 
@@ -214,7 +214,7 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(await first, 1);
     }));
 
-    it("'retry': runs again at once; the retry's result is the stored one; the first owner's completion is refused", withStore(async (store) => {
+    it("'retry': runs again at once; the retry's result is the stored one; the first owner's completion is refused and its caller gets LeaseLostError", withStore(async (store) => {
       let runs = 0;
       const release = gate();
       const place = idempotent(async function place(order: string) {
@@ -226,7 +226,8 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       await waitUntilPending(store, place.keyFor('o-9'));
       assert.equal(await place('o-9'), 'o-9:2');
       release.open();
-      assert.equal(await first, 'o-9:1'); // its own caller still gets what its run returned
+      // Its result was not recorded: its caller is told so, and gets what its run returned in error.result.
+      await assert.rejects(first, (err: Error) => (err as LeaseLostError).code === 'LEASE_LOST' && (err as LeaseLostError).result === 'o-9:1');
       assert.equal(await place('o-9'), 'o-9:2');
       const record = await store.get(place.keyFor('o-9'));
       assert.equal(record?.result, 'o-9:2');
