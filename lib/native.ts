@@ -27,7 +27,9 @@ type AnyFunction = (...args: unknown[]) => unknown;
 
 function guardFunction(fn: AnyFunction, name: string, where: string): AnyFunction {
   const params = PARAMS[name];
-  const guarded = function (this: unknown, ...args: unknown[]) {
+  // `arguments`, not a rest parameter: no array is built on the replay fast path.
+  const guarded = function (this: unknown) {
+    const args = arguments as unknown as unknown[];
     checkArguments(args, params, where);
     return fn.apply(this, args);
   };
