@@ -5,7 +5,7 @@
 
 export { idempotent } from './idempotent.js';
 export type { IdempotentFunction } from './idempotent.js';
-export type { IdempotentOptions, OnDuplicate } from './options.js';
+export type { IdempotentOptions, OnDuplicate, ReconcileAttempt, ReconcileOutcome } from './options.js';
 export { currentKey } from './call-context.js';
 export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
 export { RedisStore } from './redis-store.js';
