@@ -19,10 +19,12 @@ import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { type Lease, keepLease } from './lease.js';
+import { claimName } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
+import { type SettlingCall, errorOf, settle } from './settle.js';
 import { defaultStore } from './sqlite-store.js';
-import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, SettleRequest, Store } from './store.js';
+import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, Store } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
 type Fn<A extends unknown[], R> = (...args: A) => R;
@@ -71,36 +73,6 @@ export function idempotent<A extends unknown[], R>(
   };
   wrapped.keyFor = (...args: A) => identify(config, undefined, args).key;
   return wrapped;
-}
-
-/** Stands for "the default store" in the name registry: it is opened lazily, on the first call. */
-const DEFAULT_STORE = {};
-/** Per store (object identity), the function each name is taken by in this process. */
-const namesInUse = new WeakMap<object, Map<string, { fn: WeakRef<object>; source: string }>>();
-
-/**
- * Two different functions under one name on one store share every record: the second
- * would return the first's result and never run. Refused at wrap time. The same function
- * wrapped again (the same object, or the same source text, as a tool rebuilt per
- * request is) stays allowed; so, necessarily, do closures of one factory, which share
- * their source.
- */
-function claimName(fn: Function, name: string, store: Store | undefined): void {
-  const scope = store ?? DEFAULT_STORE;
-  let names = namesInUse.get(scope);
-  if (names === undefined) namesInUse.set(scope, (names = new Map()));
-  const source = Function.prototype.toString.call(fn);
-  const taken = names.get(name);
-  if (taken === undefined || taken.fn.deref() === undefined) {
-    names.set(name, { fn: new WeakRef(fn), source });
-    return;
-  }
-  if (taken.fn.deref() === fn || taken.source === source) return;
-  throw new TypeError(
-    `idempotent(): the name "${name}" is already used on this store by another function; pass the "name" option ` +
-      `(idempotent(fn, { name: 'sms.${name}' })) to tell them apart. Two functions under one name share every ` +
-      'record: one would return the other\'s result and never run',
-  );
 }
 
 function checkKey(key: unknown, where: string): asserts key is string {
@@ -286,104 +258,8 @@ function metaOf<A extends unknown[], R>(call: Call<A, R>): RecordMeta | undefine
   return typeof project === 'string' && project !== '' && given.project === undefined ? { project, ...given } : given;
 }
 
-/** Reads one property of a thrown value without letting a getter or a proxy throw again. */
-function readString(thrown: object, field: 'name' | 'message'): string | undefined {
-  try {
-    const value = (thrown as Record<string, unknown>)[field];
-    return typeof value === 'string' ? value : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The name and message a `failed` record keeps, from any thrown value: always two strings. */
-function errorOf(thrown: unknown): RecordError {
-  if (thrown !== null && (typeof thrown === 'object' || typeof thrown === 'function')) {
-    let isError = false;
-    try {
-      isError = thrown instanceof Error;
-    } catch {
-      // a proxy whose getPrototypeOf trap throws
-    }
-    const name = readString(thrown, 'name') || (isError ? 'Error' : 'NonErrorThrown');
-    let message = readString(thrown, 'message');
-    if (message === undefined) {
-      try {
-        message = String(thrown);
-      } catch {
-        message = 'a value that cannot be turned into a string';
-      }
-    }
-    return { name, message };
-  }
-  let message: string;
-  try {
-    message = String(thrown);
-  } catch {
-    message = 'a value that cannot be turned into a string';
-  }
-  return { name: 'NonErrorThrown', message };
-}
-
-/** Lone surrogates replaced: the text a store that refuses them still keeps (a failed record's error is for reading). */
-function wellFormedError(error: RecordError): RecordError {
-  const fix = (s: string) => ((s as unknown as { toWellFormed?: () => string }).toWellFormed?.() ?? s);
-  return { name: fix(error.name), message: fix(error.message) };
-}
-
-/** What a settle came to: recorded, refused because another call holds the record, or unknown after retries. */
-type Settled = { state: 'recorded' } | { state: 'fenced' } | { state: 'unknown'; error: unknown };
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/**
- * `complete` or `fail`, tried until it is known to have happened or not: a failed
- * attempt (a lock held past the busy timeout, a Redis timeout, a failover) is retried
- * with backoff while the lease is held (it is renewed meanwhile), and before each retry
- * the record is read, because a write that timed out may have been applied.
- */
-async function settle<A extends unknown[], R>(
-  call: Call<A, R>,
-  lease: Lease,
-  op: 'complete' | 'fail',
-  request: SettleRequest,
-  attempts: number,
-): Promise<Settled> {
-  const { c, store, key, fingerprint, emit } = call;
-  const settledStatus = op === 'complete' ? 'completed' : 'failed';
-  const giveUpAt = performance.now() + Math.max(c.leaseMs, 1000);
-  let delay = 20;
-  /** What the record says about this claim's settle: done, refused, or not yet (undefined: could not read it). */
-  const look = async (): Promise<Settled['state'] | 'pending' | undefined> => {
-    let record: IdempotencyRecord | null;
-    try {
-      record = await store.get(key);
-    } catch {
-      return undefined;
-    }
-    if (record === null || record.attempts !== attempts || record.fingerprint !== fingerprint) return 'fenced';
-    if (record.status === settledStatus) return 'recorded';
-    return record.status === 'pending' ? 'pending' : 'fenced';
-  };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      // A store that refuses a lone surrogate in the error text still gets a `failed` record.
-      const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
-      if (await store[op](req)) return { state: 'recorded' };
-      // Refused. After an attempt that errored, the refusal may be that attempt's own
-      // write, applied after all (a reply that timed out): the record tells.
-      return { state: attempt > 1 && (await look()) === 'recorded' ? 'recorded' : 'fenced' };
-    } catch (err) {
-      emit('store-error', { error: err });
-      const seen = await look();
-      if (seen === 'recorded' || seen === 'fenced') return { state: seen };
-      const now = performance.now();
-      if (lease.lost) return { state: 'fenced' };
-      if (now + delay > giveUpAt || now + delay > lease.heldUntil) return { state: 'unknown', error: err };
-      await sleep(delay);
-      delay = Math.min(delay * 2, 1000);
-    }
-  }
+function settling<A extends unknown[], R>(call: Call<A, R>): SettlingCall {
+  return { store: call.store, key: call.key, fingerprint: call.fingerprint, leaseMs: call.c.leaseMs, emit: call.emit };
 }
 
 async function execute<A extends unknown[], R>(
@@ -447,7 +323,7 @@ async function record<A extends unknown[], R>(
   }
 
   const settled = await settle(
-    call,
+    settling(call),
     lease,
     'complete',
     { key, token, resultJson, error: unstorable, ttlMs: c.ttlMs, durationMs: durationMs() },
@@ -500,7 +376,7 @@ async function settleThrown<A extends unknown[], R>(
     return;
   }
   const settled = await settle(
-    call,
+    settling(call),
     lease,
     'fail',
     { key, token, error: errorOf(thrown), ttlMs: c.ttlMs, durationMs: durationMs() },
