@@ -271,7 +271,15 @@ async function execute<A extends unknown[], R>(
 ): Promise<Awaited<R>> {
   const { c, store, fn, args, key, emit } = call;
   crashPoint('after-acquire');
-  const lease = keepLease(store, key, token, c.leaseMs, sentAt, () => emit('lease-lost', { attempts }));
+  const lease = keepLease(
+    store,
+    key,
+    token,
+    c.leaseMs,
+    sentAt,
+    () => emit('lease-lost', { attempts }),
+    (error) => emit('store-error', { attempts, error }),
+  );
   const durationMs = () => performance.now() - sentAt;
   try {
     if (takenOver && c.reconcile !== undefined) {

@@ -25,7 +25,15 @@ export interface Lease {
  * `claimedAt` is when the acquire request was sent (performance.now()), so the estimate
  * of the lease's end never runs later than the store's.
  */
-export function keepLease(store: Store, key: string, token: string, leaseMs: number, claimedAt: number, onLost: () => void): Lease {
+export function keepLease(
+  store: Store,
+  key: string,
+  token: string,
+  leaseMs: number,
+  claimedAt: number,
+  onLost: () => void,
+  onError: (err: unknown) => void,
+): Lease {
   let lost = false;
   let stopped = false;
   let heldUntil = claimedAt + leaseMs;
@@ -56,7 +64,9 @@ export function keepLease(store: Store, key: string, token: string, leaseMs: num
         heldUntil = Math.max(heldUntil, sentAt + leaseMs);
         schedule(every);
       },
-      () => {
+      (err) => {
+        if (stopped) return;
+        onError(err);
         // Not refused, only not answered: keep trying. Even past heldUntil a renewal can
         // still succeed (nobody took the record over), and then the lease holds again.
         failures++;
