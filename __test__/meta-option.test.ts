@@ -32,4 +32,21 @@ describe('the meta option', () => {
     expect(runs).toBe(2);
     await store.close();
   });
+
+  it('reaches the record with durationMs on complete and on fail (SQLite keeps both)', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const ok = idempotent(async function m5(thread: string) {
+      return thread;
+    }, { store, meta: (thread) => ({ scope: thread, toolCallId: 'call_1' }) });
+    const bad = idempotent(async function m6() {
+      throw new Error('no');
+    }, { store });
+    await ok('t-9');
+    await expect(bad()).rejects.toThrow('no');
+    const done = await store.get(ok.keyFor('t-9'));
+    expect(done?.meta).toMatchObject({ scope: 't-9', toolCallId: 'call_1' });
+    expect(done?.durationMs).toEqual(expect.any(Number));
+    expect((await store.get(bad.keyFor()))?.durationMs).toEqual(expect.any(Number));
+    await store.close();
+  });
 });
