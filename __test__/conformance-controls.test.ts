@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { testing } from './helpers';
 import { FlawedMemoryStore, type Flaws } from './fixtures/flawed-stores';
 
-async function runSuite(flaws: Flaws): Promise<Map<string, string | null>> {
+async function runSuite(flaws: Flaws, timeScale?: number): Promise<Map<string, string | null>> {
   const cases: Array<[string, () => Promise<void>]> = [];
   testing.storeConformance(
     { describe: (_name, body) => body(), it: (name, body) => cases.push([name, body]) },
@@ -17,6 +17,7 @@ async function runSuite(flaws: Flaws): Promise<Map<string, string | null>> {
       name: 'flawed',
       makeStore: () => new FlawedMemoryStore(flaws),
       openSecondHandle: (store) => (store as FlawedMemoryStore).secondHandle(),
+      timeScale,
     },
   );
   const outcomes = new Map<string, string | null>();
@@ -66,4 +67,9 @@ describe('the conformance suite fails flawed stores', () => {
     const [, body] = cases.find(([n]) => n.startsWith('a second handle'))!;
     await expect(body()).rejects.toThrow(/pass openSecondHandle/);
   });
+
+  it('a correct store 30 ms away passes with timeScale 10, and fails the timed cases without it', async () => {
+    expect(failed(await runSuite({ latencyMs: 30 }, 10))).toEqual([]);
+    expect(failed(await runSuite({ latencyMs: 30 })).length).toBeGreaterThan(0);
+  }, 300_000);
 });
