@@ -1,7 +1,12 @@
 /**
- * Canonical JSON: the one encoding of arguments, contexts and results.
+ * The one encoding of arguments, contexts and results, and so the one rule of what the
+ * wrapper accepts: a value this walk encodes is one the stores keep and give back
+ * exactly; anything else is refused here, before anything is written.
  *
- * Object keys sorted, no whitespace, and only values that JSON keeps unchanged. Anything
+ * Two orders from one walk: canonical (object keys sorted) for keys and fingerprints,
+ * and the value's own order (as `JSON.stringify` writes it) for stored results, so a
+ * replay gives back the first call's JSON text. No whitespace, and only values that
+ * JSON keeps unchanged. Anything
  * JSON would silently drop or flatten (functions, symbols, `undefined` in an array,
  * NaN, Infinity, BigInt, Map, Set, typed arrays, class instances without `toJSON`,
  * cycles) is refused with the path where it sits, because two different calls that
@@ -12,7 +17,15 @@
  * string faster than converting the value into Rust across napi. Rust hashes the text.
  */
 
-const MAX_DEPTH = 1000;
+/**
+ * Arrays and objects nested inside each other, at most. Every store must keep any text
+ * this walk writes (serde_json, which the stores' Rust side parses with, stops at 128),
+ * and no tool's arguments or result come near it.
+ */
+export const MAX_DEPTH = 100;
+
+/** Sorted object keys (for hashing) or the value's own key order (for storing). */
+type Order = 'sorted' | 'own';
 
 /** A value that cannot take part, with the path segments from where it sits upwards. */
 export class Unencodable extends Error {
@@ -32,12 +45,17 @@ export class Unencodable extends Error {
   }
 }
 
-/** Encodes `value`; throws `Unencodable` naming what was wrong and where. */
+/** Encodes `value` with object keys sorted; throws `Unencodable` naming what was wrong and where. */
 export function canonicalJson(value: unknown): string {
-  return encode(value, '', []);
+  return encode(value, '', [], 'sorted', 0);
 }
 
-function encode(value: unknown, keyName: string, ancestors: object[]): string {
+/** Encodes a result in its own key order (the text `JSON.stringify` gives), under the same rules. */
+export function resultJson(value: unknown): string {
+  return encode(value, '', [], 'own', 0);
+}
+
+function encode(value: unknown, keyName: string, ancestors: object[], order: Order, depth: number): string {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -57,7 +75,7 @@ function encode(value: unknown, keyName: string, ancestors: object[]): string {
     default:
       if (value === null) return 'null';
       try {
-        return encodeObject(value as object, keyName, ancestors);
+        return encodeObject(value as object, keyName, ancestors, order, depth);
       } catch (err) {
         if (err instanceof Unencodable) throw err;
         // A proxy trap or a getter threw while we looked at the object itself.
@@ -66,10 +84,15 @@ function encode(value: unknown, keyName: string, ancestors: object[]): string {
   }
 }
 
-function encodeObject(value: object, keyName: string, ancestors: object[]): string {
+function encodeObject(value: object, keyName: string, ancestors: object[], order: Order, depth: number): string {
   if (ancestors.includes(value)) throw new Unencodable('a reference back to one of its own containers (a cycle)');
-  if (ancestors.length >= MAX_DEPTH) throw new Unencodable(`nested more than ${MAX_DEPTH} levels deep`);
+  if (depth >= MAX_DEPTH || ancestors.length >= 2 * MAX_DEPTH) {
+    throw new Unencodable(`nested more than ${MAX_DEPTH} levels deep (arrays and objects inside each other)`);
+  }
 
+  if (value instanceof Date && Number.isNaN(value.getTime())) {
+    throw new Unencodable('an invalid Date (JSON would turn it into null)');
+  }
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function') {
     let replaced: unknown;
@@ -80,7 +103,7 @@ function encodeObject(value: object, keyName: string, ancestors: object[]): stri
     }
     ancestors.push(value);
     try {
-      return encode(replaced, keyName, ancestors);
+      return encode(replaced, keyName, ancestors, order, depth);
     } finally {
       ancestors.pop();
     }
@@ -88,21 +111,30 @@ function encodeObject(value: object, keyName: string, ancestors: object[]): stri
 
   ancestors.push(value);
   try {
-    if (Array.isArray(value)) return encodeArray(value, ancestors);
+    if (Array.isArray(value)) return encodeArray(value, ancestors, order, depth + 1);
     const proto = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null) throw new Unencodable(describeInstance(value, proto));
-    return encodePlainObject(value as Record<string, unknown>, ancestors);
+    return encodePlainObject(value as Record<string, unknown>, ancestors, order, depth + 1);
   } finally {
     ancestors.pop();
   }
 }
 
-function encodeArray(array: unknown[], ancestors: object[]): string {
+function encodeArray(array: unknown[], ancestors: object[], order: Order, depth: number): string {
+  const extra = extraArrayProperty(array);
+  if (extra !== undefined) {
+    throw new Unencodable(`an array with an own property ${extra} besides its elements (JSON would drop it; a RegExp match array is one)`);
+  }
+  // Array.prototype is itself an array (in every realm); a subclass's prototype is not.
+  const proto = Object.getPrototypeOf(array);
+  if (!Array.isArray(proto)) {
+    throw new Unencodable(`an instance of ${proto?.constructor?.name || 'an Array subclass'} (JSON would keep only its elements, not its type)`);
+  }
   let out = '[';
   for (let i = 0; i < array.length; i++) {
     try {
       if (!(i in array)) throw new Unencodable('a hole in a sparse array (JSON would turn it into null)');
-      out += (i === 0 ? '' : ',') + encode(array[i], String(i), ancestors);
+      out += (i === 0 ? '' : ',') + encode(array[i], String(i), ancestors, order, depth);
     } catch (err) {
       throw within(err, i);
     }
@@ -110,14 +142,30 @@ function encodeArray(array: unknown[], ancestors: object[]): string {
   return out + ']';
 }
 
-function encodePlainObject(object: Record<string, unknown>, ancestors: object[]): string {
+/** The first own property of an array that is neither an index nor `length`, if any. */
+function extraArrayProperty(array: unknown[]): string | undefined {
+  const names = Object.getOwnPropertyNames(array);
+  // An array with no extra properties has exactly its indices and `length`: the usual case costs one count.
+  if (names.length === array.length + 1) return undefined;
+  for (const n of names) {
+    if (n === 'length' || !Object.prototype.propertyIsEnumerable.call(array, n)) continue;
+    const i = Number(n);
+    if (!(Number.isInteger(i) && i >= 0 && i < array.length && String(i) === n)) return JSON.stringify(n);
+  }
+  for (const s of Object.getOwnPropertySymbols(array)) {
+    if (Object.prototype.propertyIsEnumerable.call(array, s)) return String(s);
+  }
+  return undefined;
+}
+
+function encodePlainObject(object: Record<string, unknown>, ancestors: object[], order: Order, depth: number): string {
   const symbols = Object.getOwnPropertySymbols(object);
   for (const s of symbols) {
     if (Object.prototype.propertyIsEnumerable.call(object, s)) {
       throw new Unencodable(`an object with a symbol key ${String(s)} (JSON would drop it)`);
     }
   }
-  const keys = Object.keys(object).sort();
+  const keys = order === 'sorted' ? Object.keys(object).sort() : Object.keys(object);
   let out = '{';
   let first = true;
   for (const k of keys) {
@@ -126,7 +174,7 @@ function encodePlainObject(object: Record<string, unknown>, ancestors: object[])
       // JSON leaves out a property whose value is undefined; so do we: `{a: 1, b: undefined}`
       // and `{a: 1}` are the same call (an optional field left unset).
       if (v === undefined) continue;
-      out += (first ? '' : ',') + JSON.stringify(k) + ':' + encode(v, k, ancestors);
+      out += (first ? '' : ',') + JSON.stringify(k) + ':' + encode(v, k, ancestors, order, depth);
       first = false;
     } catch (err) {
       throw within(err, k);
@@ -148,6 +196,9 @@ function describeInstance(value: object, proto: object): string {
     return `a ${proto.constructor?.name ?? 'typed array'} (JSON would flatten it)`;
   }
   if (value instanceof Promise) return 'a Promise (await it before the call)';
+  if (value instanceof String || value instanceof Number || value instanceof Boolean) {
+    return `a boxed ${proto.constructor.name} (new ${proto.constructor.name}(...)); pass the primitive value`;
+  }
   const name = typeof proto.constructor === 'function' && proto.constructor.name ? proto.constructor.name : 'an unnamed class';
   return `an instance of ${name} without toJSON() (JSON would keep only its own fields, not its type)`;
 }

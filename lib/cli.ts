@@ -30,7 +30,8 @@ Options:
                           project's, as the default store names it; with --db: every
                           project's)
   --redis URL             a Redis store instead: redis://[user:password@]host:port/db
-                          or rediss:// for TLS
+                          or rediss:// for TLS (default: $IDEMPOTENT_TOOLS_REDIS_URL,
+                          which keeps a password out of ps; --db overrides it)
   --prefix P              the Redis store's key prefix (default: idempotent-tools:)
   --key K                 the record's key
   --json                  machine-readable output
@@ -74,6 +75,9 @@ function parse(argv: string[]) {
   const command = positionals[0];
   if (!COMMANDS.has(command)) throw new UsageError(`unknown command "${command}"`);
   if (values.db !== undefined && values.redis !== undefined) throw new UsageError('give --db or --redis, not both');
+  if (values.redis === undefined && values.db === undefined && process.env.IDEMPOTENT_TOOLS_REDIS_URL) {
+    values.redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL;
+  }
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
   if (values.project !== undefined && values.redis !== undefined) throw new UsageError('--project goes with the SQLite store, not --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
@@ -91,7 +95,12 @@ async function openStore(values: Values): Promise<{ store: Store & Partial<Sqlit
   if (values.redis !== undefined) {
     // Loaded only when asked for, so the SQLite path never touches Redis code.
     const { RedisStore } = await import('./redis-store.js');
-    const store = new RedisStore({ url: values.redis, prefix: values.prefix });
+    let store;
+    try {
+      store = new RedisStore({ url: values.redis, prefix: values.prefix });
+    } catch (e) {
+      throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
+    }
     return { store, where: store.path };
   }
   const path = values.db ?? defaultStorePath();
@@ -273,6 +282,10 @@ export async function main(argv: string[]): Promise<number> {
     await run(parsed.command!, parsed.values, out);
     return 0;
   } catch (e) {
+    if (e instanceof UsageError) {
+      err(`idempotent-tools: ${e.message}\n\n${USAGE}`);
+      return 2;
+    }
     if (e instanceof Refusal || e instanceof IdempotencyError || e instanceof TypeError || e instanceof RangeError) {
       const message = e.message.replace(/^idempotent-tools: /, '');
       err(`idempotent-tools: ${message}`);

@@ -44,3 +44,21 @@ export function asStoreError(err: unknown, key?: string): StoreError {
     cause: err,
   });
 }
+
+/**
+ * `fn` ran, but its claim had been taken over meanwhile (its lease ran out, or a
+ * `'retry'` call claimed the key), so its result was not recorded: the key's record is
+ * the other call's. `result` is what this run of `fn` returned, so the caller can act on
+ * a side effect that happened twice (refund, cancel); calling again returns (or waits
+ * for) the recorded outcome.
+ */
+export class LeaseLostError extends IdempotencyError {
+  override readonly code = 'LEASE_LOST';
+  /** What this run of `fn` returned (its result was not recorded). */
+  readonly result: unknown;
+
+  constructor(message: string, options: { key?: string; result: unknown }) {
+    super(message, { key: options.key });
+    this.result = options.result;
+  }
+}

@@ -22,7 +22,15 @@ export type IdempotencyEventType =
   /** The key was held by a record of other arguments. */
   | 'key-mismatch'
   /** The store failed. */
-  | 'store-error';
+  | 'store-error'
+  /** `reconcile` said the taken-over attempt's side effect happened: its result was recorded, fn did not run. */
+  | 'reconciled'
+  /** fn threw a framework's control-flow signal (LangGraph's interrupt): not a failure; the record is
+   * settled so the re-run goes ahead, and the signal reaches the caller unchanged. */
+  | 'interrupted'
+  /** fn was aborted after it started: its outcome is unknown, so the record stays pending
+   * (for reconcile, or for a takeover after the lease) and the abort reaches the caller. */
+  | 'aborted';
 
 export interface IdempotencyEvent {
   type: IdempotencyEventType;

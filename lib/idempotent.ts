@@ -4,22 +4,27 @@
  */
 
 import { running } from './call-context.js';
-import { Unencodable, canonicalJson } from './canonical.js';
+import { Unencodable, canonicalJson, resultJson as encodeResult } from './canonical.js';
+import { classifyThrown } from './control-flow.js';
 import {
   DuplicateInFlightError,
   InFlightTimeoutError,
   KeyMismatchError,
+  LeaseLostError,
   StoreError,
   asStoreError,
 } from './errors.js';
+import { InexactStringError } from './exact-strings.js';
 import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
-import { keepLease } from './lease.js';
+import { type Lease, keepLease } from './lease.js';
+import { claimName } from './names.js';
 import * as native from './native.js';
-import { type Config, type IdempotentOptions, resolveOptions } from './options.js';
+import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
+import { type SettlingCall, errorOf, settle } from './settle.js';
 import { defaultStore } from './sqlite-store.js';
-import type { AcquireResult, IdempotencyRecord, RecordError, Store } from './store.js';
+import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, Store } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
 type Fn<A extends unknown[], R> = (...args: A) => R;
@@ -55,6 +60,7 @@ export function idempotent<A extends unknown[], R>(
   options?: IdempotentOptions<A>,
 ): IdempotentFunction<A, R> {
   const config = resolveOptions<A>(fn, options);
+  claimName(fn, config.name, config.store);
   let store = config.store;
   const resolveStore = () => (store ??= defaultStore());
 
@@ -168,9 +174,11 @@ async function runCall<A extends unknown[], R>(
 async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watch | undefined): Promise<Awaited<R>> {
   const { c, store, key, fingerprint, emit } = call;
   const deadline = Date.now() + c.pollTimeoutMs;
+  const meta = c.meta === undefined ? undefined : metaOf(call);
   let waited = false;
   for (;;) {
     let claim: AcquireResult;
+    const sentAt = performance.now();
     try {
       claim = await store.acquire({
         key,
@@ -179,15 +187,17 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
         leaseMs: c.leaseMs,
         ttlMs: c.ttlMs,
         force: c.onDuplicate === 'retry',
+        ...(meta === undefined ? {} : { meta }),
       });
     } catch (err) {
+      if (err instanceof InexactStringError) throw err; // bad input, not a store failure
       emit('store-error', { error: err });
       throw asStoreError(err, key);
     }
     await pace(); // a burst of replies resumes over several turns of the loop
     if (claim.acquired) {
       if (claim.takenOver) emit('taken-over', { attempts: claim.attempts });
-      return execute(call, claim.token, claim.attempts);
+      return execute(call, claim.token, claim.attempts, claim.takenOver, sentAt);
     }
     const record = claim.record;
     if (record.status === 'completed' || record.fingerprint !== fingerprint) {
@@ -237,46 +247,77 @@ function replayed<A extends unknown[], R>(call: Call<A, R>, outcome: Pick<Idempo
   return outcome.result as Awaited<R>;
 }
 
-function errorOf(thrown: unknown): RecordError {
-  if (thrown instanceof Error) return { name: thrown.name, message: thrown.message };
-  let message: string;
-  try {
-    message = String(thrown);
-  } catch {
-    message = 'a value that cannot be turned into a string';
+/** Where the call comes from, for `inspect`: the `meta` option's answer, with the store's project. */
+function metaOf<A extends unknown[], R>(call: Call<A, R>): RecordMeta | undefined {
+  const given = call.c.meta!(...call.args);
+  if (given === undefined) return undefined;
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) {
+    throw new TypeError(`idempotent-tools: the "meta" option of "${call.c.name}" must return an object such as { scope, toolCallId }, or undefined`);
   }
-  return { name: 'NonErrorThrown', message };
+  const project = (call.store as { namespace?: unknown }).namespace;
+  return typeof project === 'string' && project !== '' && given.project === undefined ? { project, ...given } : given;
 }
 
-async function execute<A extends unknown[], R>(call: Call<A, R>, token: string, attempts: number): Promise<Awaited<R>> {
+function settling<A extends unknown[], R>(call: Call<A, R>): SettlingCall {
+  return { store: call.store, key: call.key, fingerprint: call.fingerprint, leaseMs: call.c.leaseMs, emit: call.emit };
+}
+
+async function execute<A extends unknown[], R>(
+  call: Call<A, R>,
+  token: string,
+  attempts: number,
+  takenOver: boolean,
+  sentAt: number,
+): Promise<Awaited<R>> {
   const { c, store, fn, args, key, emit } = call;
   crashPoint('after-acquire');
-  const lease = keepLease(store, key, token, c.leaseMs);
-  let value: Awaited<R>;
+  const lease = keepLease(
+    store,
+    key,
+    token,
+    c.leaseMs,
+    sentAt,
+    () => emit('lease-lost', { attempts }),
+    (error) => emit('store-error', { attempts, error }),
+  );
+  const durationMs = () => performance.now() - sentAt;
   try {
-    value = await running.run({ key, name: c.name, store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () => fn(...args));
-  } catch (thrown) {
-    lease.stop();
-    try {
-      await store.fail({ key, token, error: errorOf(thrown), ttlMs: c.ttlMs });
-    } catch (err) {
-      // The caller gets fn's own error; the record stays pending until its lease runs
-      // out, then the next call runs again (which is what `failed` would have done).
-      emit('store-error', { error: err });
-    } finally {
-      notify(store, key);
+    if (takenOver && c.reconcile !== undefined) {
+      const reconciled = await askReconcile(call, lease, token, attempts, durationMs);
+      if (reconciled.happened) return reconciled.value as Awaited<R>;
     }
-    emit('failed', { attempts, error: thrown });
-    throw thrown;
-  }
-  lease.stop();
-  crashPoint('after-fn');
 
+    let value: Awaited<R>;
+    try {
+      value = await running.run({ key, name: c.name, store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () => fn(...args));
+    } catch (thrown) {
+      await settleThrown(call, lease, token, attempts, thrown, durationMs);
+      throw thrown;
+    }
+    crashPoint('after-fn');
+    return await record(call, lease, token, attempts, value, durationMs, 'executed');
+  } finally {
+    lease.stop();
+    notify(store, key);
+  }
+}
+
+/** Records what fn (or reconcile) returned; returns it, or throws what the caller must know. */
+async function record<A extends unknown[], R>(
+  call: Call<A, R>,
+  lease: Lease,
+  token: string,
+  attempts: number,
+  value: Awaited<R>,
+  durationMs: () => number,
+  event: 'executed' | 'reconciled',
+): Promise<Awaited<R>> {
+  const { c, key, emit } = call;
   let resultJson: string | undefined;
   let unstorable: RecordError | undefined;
   if (value !== undefined) {
     try {
-      resultJson = canonicalJson(value);
+      resultJson = encodeResult(value);
     } catch (err) {
       if (!(err instanceof Unencodable)) throw err;
       unstorable = {
@@ -289,22 +330,102 @@ async function execute<A extends unknown[], R>(call: Call<A, R>, token: string, 
     }
   }
 
-  let recorded: boolean;
-  try {
-    recorded = await store.complete({ key, token, resultJson, error: unstorable, ttlMs: c.ttlMs });
-  } catch (err) {
-    emit('store-error', { error: err });
-    throw new StoreError(
-      `idempotent-tools: "${c.name}" ran, but its result could not be recorded (${asStoreError(err).message}). ` +
-        'The record stays pending: after its lease runs out, the next call with this key runs again',
-      { key, cause: err },
-    );
-  } finally {
-    notify(store, key);
-  }
+  const settled = await settle(
+    settling(call),
+    lease,
+    'complete',
+    { key, token, resultJson, error: unstorable, ttlMs: c.ttlMs, durationMs: durationMs() },
+    attempts,
+  );
+  notify(call.store, key);
   await pace();
   crashPoint('after-complete');
-  emit(recorded ? 'executed' : 'lease-lost', { attempts });
+  if (settled.state === 'unknown') {
+    throw new StoreError(
+      `idempotent-tools: "${c.name}" ran, but its result could not be recorded (${asStoreError(settled.error).message}). ` +
+        'The record stays pending: after its lease runs out, the next call with this key ' +
+        (c.reconcile === undefined ? 'runs again' : 'asks reconcile, then runs again unless it says the call happened'),
+      { key, cause: settled.error },
+    );
+  }
+  if (settled.state === 'fenced') {
+    if (!lease.lost) emit('lease-lost', { attempts });
+    throw new LeaseLostError(
+      `idempotent-tools: "${c.name}" ran, but meanwhile another call took its key ${key} over ` +
+        '(its lease ran out, or a \'retry\' call claimed it), so this result was not recorded: the stored outcome is ' +
+        'the other call\'s. The side effect may have happened twice; this run\'s result is in error.result. ' +
+        'Call again to get the recorded outcome',
+      { key, result: value },
+    );
+  }
+  emit(event, { attempts });
   if (unstorable !== undefined) throw new TypeError(unstorable.message);
   return value;
+}
+
+/** fn threw: what the record becomes depends on what was thrown (see control-flow.ts). */
+async function settleThrown<A extends unknown[], R>(
+  call: Call<A, R>,
+  lease: Lease,
+  token: string,
+  attempts: number,
+  thrown: unknown,
+  durationMs: () => number,
+): Promise<void> {
+  const { c, key, emit } = call;
+  const kind = classifyThrown(thrown);
+  if (kind === 'aborted') {
+    // The request may have gone out: the outcome is unknown, like a crash. With
+    // reconcile, hand the claim back now so the next call asks it; without, leave the
+    // claim to run out, so the next call runs again only after the lease.
+    if (c.reconcile !== undefined) await lease.end();
+    else lease.stop();
+    emit('aborted', { attempts, error: thrown });
+    return;
+  }
+  const settled = await settle(
+    settling(call),
+    lease,
+    'fail',
+    { key, token, error: errorOf(thrown), ttlMs: c.ttlMs, durationMs: durationMs() },
+    attempts,
+  );
+  notify(call.store, key);
+  // The caller gets fn's own error whatever happened to the record: if it stayed pending
+  // the next call runs again after the lease, as it would have after `failed`.
+  if (settled.state === 'fenced' && !lease.lost) emit('lease-lost', { attempts });
+  emit(kind === 'control-flow' ? 'interrupted' : 'failed', { attempts, error: thrown });
+}
+
+/**
+ * The record was taken over from an owner whose lease ran out: its side effect may have
+ * happened. Asks `reconcile`, holding the claim (renewed) meanwhile.
+ */
+async function askReconcile<A extends unknown[], R>(
+  call: Call<A, R>,
+  lease: Lease,
+  token: string,
+  attempts: number,
+  durationMs: () => number,
+): Promise<{ happened: true; value: unknown } | { happened: false }> {
+  const { c, key, args } = call;
+  let outcome: ReconcileOutcome;
+  try {
+    outcome = await running.run({ key, name: c.name, store: call.store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () =>
+      c.reconcile!({ key, name: c.name, args, attempts }),
+    );
+    if (outcome === null || typeof outcome !== 'object' || typeof outcome.happened !== 'boolean') {
+      throw new TypeError(
+        `idempotent-tools: the "reconcile" option of "${c.name}" must return { happened: true, result } or { happened: false }, ` +
+          `not ${outcome === null ? 'null' : typeof outcome === 'object' ? JSON.stringify(Object.keys(outcome)) : typeof outcome}`,
+      );
+    }
+  } catch (err) {
+    // Still unknown: hand the claim back, so the next call takes it over and asks again.
+    await lease.end();
+    throw err;
+  }
+  if (!outcome.happened) return { happened: false };
+  const value = await record(call, lease, token, attempts, outcome.result as Awaited<R>, durationMs, 'reconciled');
+  return { happened: true, value };
 }

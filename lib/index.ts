@@ -5,7 +5,7 @@
 
 export { idempotent } from './idempotent.js';
 export type { IdempotentFunction } from './idempotent.js';
-export type { IdempotentOptions, OnDuplicate } from './options.js';
+export type { IdempotentOptions, OnDuplicate, ReconcileAttempt, ReconcileOutcome } from './options.js';
 export { currentKey } from './call-context.js';
 export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
 export { projectNamespace } from './project.js';
@@ -18,6 +18,7 @@ export {
   InFlightTimeoutError,
   KeyMismatchError,
   StoreError,
+  LeaseLostError,
 } from './errors.js';
 export { CHANNEL_NAME } from './events.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';

@@ -6,6 +6,7 @@
  */
 
 import { asStoreError } from './errors.js';
+import { InexactStringError } from './exact-strings.js';
 import type * as native from './native.js';
 import type {
   AcquireRequest,
@@ -120,6 +121,7 @@ export abstract class NativeBackedStore implements Store {
     try {
       return await op(n);
     } catch (err) {
+      if (err instanceof InexactStringError) throw err; // bad input, not a store failure
       throw asStoreError(err, key);
     }
   }

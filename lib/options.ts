@@ -1,7 +1,7 @@
 /** The options of `idempotent()`, checked once at wrap time so that a typo fails at startup. */
 
 import type { EventSink, IdempotencyEvent } from './events.js';
-import type { Store } from './store.js';
+import type { RecordMeta, Store } from './store.js';
 
 export type OnDuplicate = 'raise' | 'block' | 'retry';
 
@@ -28,7 +28,29 @@ export interface IdempotentOptions<A extends unknown[] = unknown[]> {
   payload?: (...args: A) => unknown;
   /** Called with every call's outcome (see README, "Events"). */
   onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * Asked before `fn` runs again on a record taken over after its owner's lease ran out
+   * (the owner may have had its side effect and died before recording it). Return
+   * `{ happened: true, result }` to record that result as completed (fn does not run),
+   * or `{ happened: false }` to run fn. Throwing: the call throws that, fn does not
+   * run, and the next call asks again.
+   */
+  reconcile?: (attempt: ReconcileAttempt<A>) => ReconcileOutcome | Promise<ReconcileOutcome>;
+  /** Where the call comes from (scope, tool call id, framework), kept with its record for `inspect`. */
+  meta?: (...args: A) => RecordMeta | undefined;
 }
+
+/** What `reconcile` is asked about. */
+export interface ReconcileAttempt<A extends unknown[] = unknown[]> {
+  /** The call's key (as `currentKey()` gives it inside fn, so a downstream lookup by it works). */
+  key: string;
+  name: string;
+  args: A;
+  /** The record's attempt count, this attempt included. */
+  attempts: number;
+}
+
+export type ReconcileOutcome = { happened: true; result: unknown } | { happened: false };
 
 export interface Config<A extends unknown[]> {
   name: string;
@@ -42,11 +64,13 @@ export interface Config<A extends unknown[]> {
   context: ((...args: A) => unknown) | undefined;
   payload: ((...args: A) => unknown) | undefined;
   onEvent: EventSink;
+  reconcile: ((attempt: ReconcileAttempt<A>) => ReconcileOutcome | Promise<ReconcileOutcome>) | undefined;
+  meta: ((...args: A) => RecordMeta | undefined) | undefined;
 }
 
 const NAMES = [
   'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs',
-  'leaseMs', 'key', 'context', 'payload', 'onEvent',
+  'leaseMs', 'key', 'context', 'payload', 'onEvent', 'reconcile', 'meta',
 ] as const;
 const KNOWN = new Set<string>(NAMES);
 const ON_DUPLICATE = new Set(['raise', 'block', 'retry']);
@@ -124,5 +148,7 @@ export function resolveOptions<A extends unknown[]>(fn: unknown, options: Idempo
     context: optionalFunction(o, 'context'),
     payload: optionalFunction(o, 'payload'),
     onEvent: optionalFunction(o, 'onEvent'),
+    reconcile: optionalFunction(o, 'reconcile'),
+    meta: optionalFunction(o, 'meta'),
   };
 }

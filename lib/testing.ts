@@ -5,16 +5,22 @@
  *
  *   import { describe, it } from 'vitest';            // or node:test, or jest
  *   import { storeConformance } from 'idempotent-tools/testing';
- *   storeConformance({ describe, it }, { name: 'MyStore', makeStore: () => new MyStore(...) });
+ *   storeConformance({ describe, it }, {
+ *     name: 'MyStore',
+ *     makeStore: () => new MyStore({ db: freshDatabase() }),
+ *     openSecondHandle: (store) => new MyStore({ db: store.db }),
+ *   });
  *
  * `makeStore` must return a new, empty store each time (a new file, a new prefix).
- * Assertions use node:assert, so any runner's describe/it will do.
+ * `openSecondHandle(store)` must open another handle on the same data, as a second
+ * process would (a new connection to the same file, server and prefix): the suite races
+ * the two. Assertions use node:assert, so any runner's describe/it will do.
  */
 
 import assert from 'node:assert/strict';
 
 import { currentKey } from './call-context.js';
-import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError } from './errors.js';
+import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type LeaseLostError } from './errors.js';
 import { idempotent } from './idempotent.js';
 import type { Store } from './store.js';
 
@@ -26,7 +32,15 @@ export interface Runner {
 
 export interface ConformanceTarget {
   name: string;
+  /** A new, empty store. */
   makeStore: () => Store | Promise<Store>;
+  /** Another handle on `store`'s data, as another process would open it (not `store` itself). */
+  openSecondHandle: (store: Store) => Store | Promise<Store>;
+  /**
+   * Multiplies every lease, TTL and wait the suite uses. Default 1 (leases of 30 ms, TTLs
+   * of 40 ms): right for an embedded store; a store 30 ms away needs 10 or more.
+   */
+  timeScale?: number;
 }
 
 /** A promise and the functions that settle it: a gate a test opens when it chooses. */
@@ -49,12 +63,33 @@ async function clockPast(epochMs: number): Promise<void> {
 
 export function storeConformance(runner: Runner, target: ConformanceTarget): void {
   const { describe, it } = runner;
+  const scale = target.timeScale ?? 1;
+  if (typeof scale !== 'number' || !Number.isFinite(scale) || scale <= 0) {
+    throw new RangeError('storeConformance: timeScale must be a finite number > 0');
+  }
+  const ms = (n: number) => Math.ceil(n * scale);
   const withStore = (body: (store: Store) => Promise<void>): Body => async () => {
     const store = await target.makeStore();
     try {
       await body(store);
     } finally {
       await store.close();
+    }
+  };
+  /** The store and a second handle on its data. */
+  const withTwoHandles = (body: (a: Store, b: Store) => Promise<void>): Body => async () => {
+    if (typeof target.openSecondHandle !== 'function') {
+      throw new TypeError('storeConformance: pass openSecondHandle(store), a second handle on the same data: without it the suite cannot check that records are shared');
+    }
+    const a = await target.makeStore();
+    let b: Store | undefined;
+    try {
+      b = await target.openSecondHandle(a);
+      assert.notEqual(b, a, 'openSecondHandle must open a new handle, not return the same store object');
+      await body(a, b);
+    } finally {
+      await b?.close();
+      await a.close();
     }
   };
 
@@ -105,7 +140,7 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       let runs = 0;
       const send = idempotent(async function send(to: string) {
         return `${to}#${++runs}`;
-      }, { store, ttlMs: 40 });
+      }, { store, ttlMs: ms(40) });
       assert.equal(await send('ada'), 'ada#1');
       assert.equal(await send('ada'), 'ada#1');
       const record = await store.get(send.keyFor('ada'));
@@ -206,7 +241,7 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       const slow = idempotent(async function slow() {
         await release.promise;
         return 1;
-      }, { store, onDuplicate: 'block', pollIntervalMs: 10, pollTimeoutMs: 50 });
+      }, { store, onDuplicate: 'block', pollIntervalMs: ms(10), pollTimeoutMs: ms(50) });
       const first = slow();
       await waitUntilPending(store, slow.keyFor());
       await assert.rejects(slow(), (err: Error) => err instanceof InFlightTimeoutError && (err as InFlightTimeoutError).code === 'IN_FLIGHT_TIMEOUT');
@@ -214,7 +249,7 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(await first, 1);
     }));
 
-    it("'retry': runs again at once; the retry's result is the stored one; the first owner's completion is refused", withStore(async (store) => {
+    it("'retry': runs again at once; the retry's result is the stored one; the first owner's completion is refused and its caller gets LeaseLostError", withStore(async (store) => {
       let runs = 0;
       const release = gate();
       const place = idempotent(async function place(order: string) {
@@ -226,7 +261,8 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       await waitUntilPending(store, place.keyFor('o-9'));
       assert.equal(await place('o-9'), 'o-9:2');
       release.open();
-      assert.equal(await first, 'o-9:1'); // its own caller still gets what its run returned
+      // Its result was not recorded: its caller is told so, and gets what its run returned in error.result.
+      await assert.rejects(first, (err: Error) => (err as LeaseLostError).code === 'LEASE_LOST' && (err as LeaseLostError).result === 'o-9:1');
       assert.equal(await place('o-9'), 'o-9:2');
       const record = await store.get(place.keyFor('o-9'));
       assert.equal(record?.result, 'o-9:2');
@@ -236,9 +272,9 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
 
     it('a pending record whose lease ran out is taken over, counts the attempt, and fences out the old owner', withStore(async (store) => {
       const key = `lease-${Math.random()}`;
-      const dead = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 30, force: false });
+      const dead = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: ms(30), force: false });
       assert.ok(dead.acquired);
-      const held = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 30, force: false });
+      const held = await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: ms(30), force: false });
       assert.equal(held.acquired, false);
       const pending = await store.get(key);
       assert.equal(pending?.status, 'pending');
@@ -264,11 +300,11 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
         runs++;
         if (runs === 1) await release.promise;
         return 'done';
-      }, { store, leaseMs: 250 });
+      }, { store, leaseMs: ms(250) });
       const first = long();
       const key = long.keyFor();
       await waitUntilPending(store, key);
-      const until = Date.now() + 1000; // four leases
+      const until = Date.now() + ms(1000); // four leases
       while (Date.now() < until) {
         await assert.rejects(long(), DuplicateInFlightError);
         await new Promise((r) => setTimeout(r, 15));
@@ -321,6 +357,86 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(await store.get(op.keyFor(1)), null);
       assert.equal(await store.clear(), 1);
       assert.deepEqual(await store.listRecords(), []);
+    }));
+
+    it('a second handle on the same data sees the records: a call made through one replays through the other', withTwoHandles(async (a, b) => {
+      let runs = 0;
+      const make = (store: Store) => idempotent(async function place(order: string) {
+        runs++;
+        return { order, run: runs };
+      }, { store });
+      const viaA = make(a);
+      const viaB = make(b);
+      assert.deepEqual(await viaA('o-1'), { order: 'o-1', run: 1 });
+      assert.deepEqual(await viaB('o-1'), { order: 'o-1', run: 1 });
+      assert.equal((await b.get(viaA.keyFor('o-1')))?.status, 'completed');
+      const claim = await a.acquire({ key: 'held-by-a', name: 'op', fingerprint: 'fp', leaseMs: ms(60_000), force: false });
+      assert.ok(claim.acquired);
+      const other = await b.acquire({ key: 'held-by-a', name: 'op', fingerprint: 'fp', leaseMs: ms(60_000), force: false });
+      assert.equal(other.acquired, false, 'a claim made through one handle must hold against the other');
+      assert.equal(runs, 1);
+    }));
+
+    it('acquire is atomic: concurrent acquires on one key, through two handles, have exactly one winner', withTwoHandles(async (a, b) => {
+      for (let round = 0; round < 5; round++) {
+        const key = `race-${round}-${Math.random()}`;
+        const claims = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? b : a).acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: ms(60_000), force: false })),
+        );
+        assert.equal(claims.filter((c) => c.acquired).length, 1, `round ${round}: ${claims.filter((c) => c.acquired).length} concurrent acquires won`);
+      }
+    }));
+
+    it('ten concurrent calls on one key, through two handles, run fn once', withTwoHandles(async (a, b) => {
+      let runs = 0;
+      const make = (store: Store) => idempotent(async function once(n: number) {
+        runs++;
+        await new Promise((r) => setImmediate(r));
+        return n;
+      }, { store, onDuplicate: 'block', pollIntervalMs: ms(5), pollTimeoutMs: ms(60_000) });
+      const viaA = make(a);
+      const viaB = make(b);
+      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? viaB : viaA)(7)));
+      assert.deepEqual(results, Array(10).fill(7));
+      assert.equal(runs, 1);
+    }));
+
+    it('fencing under concurrency: a settle racing a takeover never succeeds alongside it', withTwoHandles(async (a, b) => {
+      // Every interleaving a store might allow: the settle sent first or second, after 0 to
+      // 3 turns of the event loop. If both the old owner's settle and the new claim report
+      // success, the settle wrote over a record that was no longer its own.
+      let round = 0;
+      for (const op of ['complete', 'fail'] as const) {
+        for (const settleFirst of [true, false]) {
+          for (let turns = 0; turns < 4; turns++) {
+            const key = `fence-${round++}-${Math.random()}`;
+            const old = await a.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: ms(60_000), force: false });
+            assert.ok(old.acquired);
+            const later = async <T>(f: () => Promise<T>, n: number) => {
+              for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+              return f();
+            };
+            const settle = () => op === 'complete'
+              ? a.complete({ key, token: old.token, resultJson: '"old"' })
+              : a.fail({ key, token: old.token, error: { name: 'E', message: 'old' } });
+            const takeover = () => b.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: ms(60_000), force: true });
+            const [settled, claim] = settleFirst
+              ? await Promise.all([settle(), later(takeover, turns)])
+              : await Promise.all([later(settle, turns), takeover()]).then(([s, c]) => [s, c] as const);
+            const how = `${op} by the old owner ${settleFirst ? 'sent before' : 'sent after'} a takeover, ${turns} turns apart`;
+            // A completed record cannot be claimed, so a complete and a takeover cannot both
+            // succeed (a failed record can: fail, then claim, is a valid order).
+            if (op === 'complete') assert.ok(!(settled && claim.acquired), `${how}: both succeeded`);
+            if (claim.acquired) {
+              assert.equal(await a.complete({ key, token: old.token, resultJson: '"stale"' }), false, `${how}: the old token still settles`);
+              assert.equal(await b.complete({ key, token: claim.token, resultJson: '"new"' }), true, `${how}: the new owner's claim was overwritten`);
+              assert.equal((await a.get(key))?.result, 'new');
+            } else {
+              assert.equal((await b.get(key))?.status, 'completed', `${how}: the takeover was refused, yet the record is not completed`);
+            }
+          }
+        }
+      }
     }));
   });
 }

@@ -91,7 +91,8 @@ async function work(config) {
       try {
         await tools[mode].withKey(key)(key, id);
       } catch (err) {
-        if (!(err instanceof lib.DuplicateInFlightError || err instanceof lib.InFlightTimeoutError)) {
+        // LEASE_LOST: a 'retry' took this call's claim over; its result was not recorded (by design).
+        if (!(err instanceof lib.DuplicateInFlightError || err instanceof lib.InFlightTimeoutError || err.code === 'LEASE_LOST')) {
           log(`error ${key} ${process.pid} ${err.name}: ${err.message.replace(/\n/g, ' ')}`);
         }
       }

@@ -1,0 +1,116 @@
+/**
+ * Recording a call's outcome after fn ran: what a failed record keeps of any thrown
+ * value, and `complete`/`fail` tried until it is known whether they happened.
+ */
+
+import type { Lease } from './lease.js';
+import type { IdempotencyRecord, RecordError, SettleRequest, Store } from './store.js';
+
+/** What settling needs to know of the call. */
+export interface SettlingCall {
+  store: Store;
+  key: string;
+  fingerprint: string;
+  leaseMs: number;
+  emit: (type: 'store-error', extra: { error: unknown }) => void;
+}
+
+/** Reads one property of a thrown value without letting a getter or a proxy throw again. */
+function readString(thrown: object, field: 'name' | 'message'): string | undefined {
+  try {
+    const value = (thrown as Record<string, unknown>)[field];
+    return typeof value === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The name and message a `failed` record keeps, from any thrown value: always two strings. */
+export function errorOf(thrown: unknown): RecordError {
+  if (thrown !== null && (typeof thrown === 'object' || typeof thrown === 'function')) {
+    let isError = false;
+    try {
+      isError = thrown instanceof Error;
+    } catch {
+      // a proxy whose getPrototypeOf trap throws
+    }
+    const name = readString(thrown, 'name') || (isError ? 'Error' : 'NonErrorThrown');
+    let message = readString(thrown, 'message');
+    if (message === undefined) {
+      try {
+        message = String(thrown);
+      } catch {
+        message = 'a value that cannot be turned into a string';
+      }
+    }
+    return { name, message };
+  }
+  let message: string;
+  try {
+    message = String(thrown);
+  } catch {
+    message = 'a value that cannot be turned into a string';
+  }
+  return { name: 'NonErrorThrown', message };
+}
+
+/** Lone surrogates replaced: the text a store that refuses them still keeps (a failed record's error is for reading). */
+function wellFormedError(error: RecordError): RecordError {
+  const fix = (s: string) => ((s as unknown as { toWellFormed?: () => string }).toWellFormed?.() ?? s);
+  return { name: fix(error.name), message: fix(error.message) };
+}
+
+/** What a settle came to: recorded, refused because another call holds the record, or unknown after retries. */
+export type Settled = { state: 'recorded' } | { state: 'fenced' } | { state: 'unknown'; error: unknown };
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * `complete` or `fail`, tried until it is known to have happened or not: a failed
+ * attempt (a lock held past the busy timeout, a Redis timeout, a failover) is retried
+ * with backoff while the lease is held (it is renewed meanwhile), and before each retry
+ * the record is read, because a write that timed out may have been applied.
+ */
+export async function settle(
+  call: SettlingCall,
+  lease: Lease,
+  op: 'complete' | 'fail',
+  request: SettleRequest,
+  attempts: number,
+): Promise<Settled> {
+  const { leaseMs, store, key, fingerprint, emit } = call;
+  const settledStatus = op === 'complete' ? 'completed' : 'failed';
+  const giveUpAt = performance.now() + Math.max(leaseMs, 1000);
+  let delay = 20;
+  /** What the record says about this claim's settle: done, refused, or not yet (undefined: could not read it). */
+  const look = async (): Promise<Settled['state'] | 'pending' | undefined> => {
+    let record: IdempotencyRecord | null;
+    try {
+      record = await store.get(key);
+    } catch {
+      return undefined;
+    }
+    if (record === null || record.attempts !== attempts || record.fingerprint !== fingerprint) return 'fenced';
+    if (record.status === settledStatus) return 'recorded';
+    return record.status === 'pending' ? 'pending' : 'fenced';
+  };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // A store that refuses a lone surrogate in the error text still gets a `failed` record.
+      const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
+      if (await store[op](req)) return { state: 'recorded' };
+      // Refused. After an attempt that errored, the refusal may be that attempt's own
+      // write, applied after all (a reply that timed out): the record tells.
+      return { state: attempt > 1 && (await look()) === 'recorded' ? 'recorded' : 'fenced' };
+    } catch (err) {
+      emit('store-error', { error: err });
+      const seen = await look();
+      if (seen === 'recorded' || seen === 'fenced') return { state: seen };
+      const now = performance.now();
+      if (lease.lost) return { state: 'fenced' };
+      if (now + delay > giveUpAt || now + delay > lease.heldUntil) return { state: 'unknown', error: err };
+      await sleep(delay);
+      delay = Math.min(delay * 2, 1000);
+    }
+  }
+}
