@@ -177,7 +177,9 @@ async function run(command: string, values: Values, out: (text: string) => void)
           if (!process.stdin.isTTY) {
             throw new Refusal('refusing to delete every record without --yes (standard input is not a terminal to ask on)');
           }
-          const count = (await store.listRecords()).length;
+          // Counted as clear() deletes: expired records that still exist included.
+          const s = store.stats ? await store.stats() : undefined;
+          const count = s ? s.pending + s.completed + s.failed + s.expired : (await store.listRecords()).length;
           if (!(await confirm(`Delete all ${count} records in ${where}? [y/N] `))) {
             out(json ? JSON.stringify({ deleted: 0 }) : 'Nothing deleted.');
             return;

@@ -207,6 +207,7 @@ impl Inner {
                 .map(|t| ms_arg(t).to_string())
                 .unwrap_or_default(),
             if req.force { "1" } else { "0" }.to_string(),
+            req.key.clone(),
         ];
         let reply = self
             .script(WHAT, scripts::acquire(), &req.key, args)
@@ -364,8 +365,13 @@ impl Inner {
                 let Some(f) = fields(&v).filter(|f| !f.is_empty()) else {
                     continue;
                 };
-                if let Ok(r) = to_record(k.get(prefix_len..).unwrap_or(k), f) {
-                    records.push(r);
+                let Some(key) = k.get(prefix_len..) else {
+                    continue;
+                };
+                if own_record(key, &f) {
+                    if let Ok(r) = to_record(key, f) {
+                        records.push(r);
+                    }
                 }
             }
         }
@@ -404,35 +410,47 @@ impl Inner {
         Ok(stats)
     }
 
+    /// Deletes one record, or every record of this store (see `own_record`), each through
+    /// the `clear` script, which checks that the key is still this store's record.
     async fn clear(&self, key: Option<String>) -> StoreResult<u32> {
         const WHAT: &str = "Redis clear failed";
         if let Some(key) = key {
-            let redis_key = self.redis_key(&key);
-            let n: i64 = self
-                .conn
-                .run(WHAT, |mut c| {
-                    let mut cmd = redis::cmd("UNLINK");
-                    cmd.arg(&redis_key);
-                    async move { cmd.query_async(&mut c).await }
-                })
-                .await?;
-            return Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX));
+            let n = self.clear_own(WHAT, vec![self.redis_key(&key)]).await?;
+            return Ok(u32::try_from(n).unwrap_or(u32::MAX));
         }
         let mut total: u64 = 0;
         let mut scan = Scan::new(&self.prefix);
         while let Some(keys) = self.scan_step(WHAT, &mut scan).await? {
-            let n: i64 = self
-                .conn
-                .run(WHAT, |mut c| {
-                    let mut cmd = redis::cmd("UNLINK");
-                    cmd.arg(&keys);
-                    async move { cmd.query_async(&mut c).await }
-                })
-                .await?;
-            total += n.max(0) as u64;
+            total += self.clear_own(WHAT, keys).await?;
         }
         Ok(u32::try_from(total).unwrap_or(u32::MAX))
     }
+
+    /// Runs the `clear` script on each Redis key (pipelined); returns how many it deleted.
+    async fn clear_own(&self, what: &str, redis_keys: Vec<String>) -> StoreResult<u64> {
+        let prefix_len = self.prefix.len();
+        let deleted: Vec<i64> = self
+            .conn
+            .run(what, |mut c| {
+                let mut pipe = redis::pipe();
+                // EVALSHA in a pipeline does not load the script by itself.
+                pipe.load_script(scripts::clear()).ignore();
+                for k in &redis_keys {
+                    let own_key = k.get(prefix_len..).unwrap_or_default();
+                    pipe.invoke_script(scripts::clear().key(k).arg(own_key));
+                }
+                async move { pipe.query_async::<Vec<i64>>(&mut c).await }
+            })
+            .await?;
+        Ok(deleted.iter().map(|n| n.max(&0).unsigned_abs()).sum())
+    }
+}
+
+/// A hash under the prefix is this store's record only when its `key` field, appended to
+/// the prefix, gives back its Redis key: another application's hashes have no such field,
+/// and a store whose prefix extends ours (`p:sub:` under `p:`) wrote its own key there.
+fn own_record(key: &str, f: &HashMap<String, String>) -> bool {
+    f.get("key").is_some_and(|k| k == key)
 }
 
 type RedisResultValue = redis::RedisResult<Value>;
