@@ -17,9 +17,13 @@ export interface RedisStoreOptions {
   connectTimeoutMs?: number;
   /** How long to wait for one command's reply before failing with `StoreError`. Default 5000. */
   commandTimeoutMs?: number;
+  /** `url` is one node of a Redis (or Valkey) Cluster: the other nodes are discovered from
+   * it, each command goes to its key's primary, and MOVED/ASK redirects are followed.
+   * Listing, stats and clear walk every primary. Default false. */
+  cluster?: boolean;
 }
 
-const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs']);
+const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs', 'cluster']);
 
 export class RedisStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
@@ -47,7 +51,7 @@ function checkOptions(options: RedisStoreOptions) {
       throw new TypeError(`RedisStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
     }
   }
-  const { url = 'redis://127.0.0.1:6379', prefix, connectTimeoutMs, commandTimeoutMs } = options;
+  const { url = 'redis://127.0.0.1:6379', prefix, connectTimeoutMs, commandTimeoutMs, cluster } = options;
   if (typeof url !== 'string' || !/^rediss?:\/\//.test(url)) {
     throw new TypeError('RedisStore: url must be a redis:// or rediss:// URL string');
   }
@@ -57,5 +61,6 @@ function checkOptions(options: RedisStoreOptions) {
       throw new RangeError(`RedisStore: ${name} must be a finite number of milliseconds > 0`);
     }
   }
-  return { url, prefix, connectTimeoutMs, commandTimeoutMs };
+  if (cluster !== undefined && typeof cluster !== 'boolean') throw new TypeError('RedisStore: cluster must be true or false');
+  return { url, prefix, connectTimeoutMs, commandTimeoutMs, cluster };
 }

@@ -27,6 +27,7 @@ fn options(url: &str, prefix: &str) -> RedisOptions {
         prefix: Some(prefix.into()),
         connect_timeout_ms: None,
         command_timeout_ms: None,
+        cluster: None,
     }
 }
 
@@ -1191,6 +1192,38 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
     assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
     let second = monitored(child, out);
     assert_eq!(second.len(), 1, "{second:#?}");
+
+    // Once replays are what the store sees, a replay reads without a script: TIME and
+    // HMGET in one round trip, and the server runs no Lua for it.
+    for _ in 0..3 {
+        s.inner
+            .acquire(req("k", "fp", 10_000.0, None, false))
+            .await
+            .unwrap();
+    }
+    let (child, out) = monitor(server.port);
+    let replay = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
+    let third = monitored(child, out);
+    assert_eq!(third.len(), 2, "{third:#?}");
+    assert!(third.iter().any(|l| l.contains("\"HMGET\"")), "{third:#?}");
+    assert!(
+        !third
+            .iter()
+            .any(|l| l.contains("EVALSHA") || l.contains("lua")),
+        "{third:#?}"
+    );
+    // A new key read first finds nothing and is claimed by the script all the same.
+    let n = s
+        .inner
+        .acquire(req("new", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(n.acquired && n.attempts == 1);
 }
 
 #[tokio::test]

@@ -6,59 +6,60 @@
 --         store's own, so that clear() and listings leave other keys alone)
 -- Reply: {1, attempts, taken_over}        the claim is the caller's
 --        {0, {field, value, ...}}          refused; the record that stood in the way
-if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: TIME before writes
+-- Lean on purpose (every new call runs it): one HMGET, TIME once, one HSET with every
+-- field, one PEXPIREAT; the whole record is read only when the claim is refused.
+-- Needs Redis >= 5 (effects replication, so TIME may precede writes).
 local key = KEYS[1]
 local name, fingerprint, token = ARGV[1], ARGV[2], ARGV[3]
 local lease_ms = tonumber(ARGV[4])
 local ttl_ms = tonumber(ARGV[5])
-local force = ARGV[6] == '1'
 local function int(n) return string.format('%.0f', n) end
+local cur = redis.call('HMGET', key, 'status', 'fingerprint', 'token', 'attempts', 'created_at', 'expires_at', 'lease_expires_at')
+local status = cur[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local flat = redis.call('HGETALL', key)
-local r = {}
-for i = 1, #flat, 2 do r[flat[i]] = flat[i + 1] end
-local found = #flat > 0
-
-local lease_alive = r.status == 'pending' and r.lease_expires_at ~= nil and tonumber(r.lease_expires_at) > now
-local expired = r.expires_at ~= nil and tonumber(r.expires_at) <= now and not lease_alive
+local lease_alive = status == 'pending' and cur[7] and tonumber(cur[7]) > now
+local expired = cur[6] and tonumber(cur[6]) <= now and not lease_alive
 
 local attempts, taken_over, fresh
-if not found or expired then
+if not status or expired then
   attempts, taken_over, fresh = 1, 0, true
-elseif r.status == 'pending' and r.token == token then
+elseif status == 'pending' and cur[3] == token then
   -- The same claim sent again (the client resends once when a connection drops):
   -- it is already the caller's.
-  return {1, tonumber(r.attempts) or 1, 0}
-elseif r.status == 'failed' then
-  attempts, taken_over, fresh = (tonumber(r.attempts) or 0) + 1, 0, false
-elseif r.status ~= 'pending' and r.status ~= 'completed' then
+  return {1, tonumber(cur[4]) or 1, 0}
+elseif status == 'failed' then
+  attempts, taken_over, fresh = (tonumber(cur[4]) or 0) + 1, 0, false
+elseif status ~= 'pending' and status ~= 'completed' then
   return redis.error_reply('record ' .. key .. ' has no valid status: not written by idempotent-tools?')
-elseif r.fingerprint ~= fingerprint or r.status == 'completed' then
-  return {0, flat}
+elseif cur[2] ~= fingerprint or status == 'completed' then
+  return {0, redis.call('HGETALL', key)}
 elseif not lease_alive then
-  attempts, taken_over, fresh = (tonumber(r.attempts) or 0) + 1, 1, false
-elseif force then
-  attempts, taken_over, fresh = (tonumber(r.attempts) or 0) + 1, 0, false
+  attempts, taken_over, fresh = (tonumber(cur[4]) or 0) + 1, 1, false
+elseif ARGV[6] == '1' then
+  attempts, taken_over, fresh = (tonumber(cur[4]) or 0) + 1, 0, false
 else
-  return {0, flat}
+  return {0, redis.call('HGETALL', key)}
 end
 
 local created_at = now
-if not fresh and r.created_at then created_at = tonumber(r.created_at) end
+if not fresh and cur[5] then created_at = tonumber(cur[5]) end
 local lease_expires_at = now + lease_ms
-redis.call('DEL', key)
-redis.call('HSET', key, 'key', ARGV[7], 'name', name, 'fingerprint', fingerprint, 'status', 'pending', 'token', token,
-  'attempts', int(attempts), 'created_at', int(created_at), 'updated_at', int(now),
-  'lease_expires_at', int(lease_expires_at))
 -- A pending record outlives its lease by an hour, so a takeover soon after the lease still
 -- finds it (and counts the attempt), yet a dead owner's record vanishes by itself.
 local expire_at = lease_expires_at + 3600000
+local fields = {'key', ARGV[7], 'name', name, 'fingerprint', fingerprint, 'status', 'pending',
+  'token', token, 'attempts', int(attempts), 'created_at', int(created_at), 'updated_at', int(now),
+  'lease_expires_at', int(lease_expires_at)}
 if ttl_ms then
   local expires_at = now + ttl_ms
-  redis.call('HSET', key, 'expires_at', int(expires_at))
+  fields[#fields + 1] = 'expires_at'
+  fields[#fields + 1] = int(expires_at)
   if expires_at > expire_at then expire_at = expires_at end
 end
+-- The previous claim's fields (result, error, settled_token, ...) must not outlive it.
+if status then redis.call('DEL', key) end
+redis.call('HSET', key, unpack(fields))
 redis.call('PEXPIREAT', key, int(expire_at))
 return {1, attempts, taken_over}
