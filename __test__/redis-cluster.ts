@@ -114,8 +114,6 @@ export class RedisCluster {
   /** The primary's port that serves `key`. */
   primaryOf(key: string): number {
     const slot = Number(redisCli(['-p', String(this.nodes.find((n) => n.child)!.port), 'CLUSTER', 'KEYSLOT', key]).trim());
-    const shards = redisCli(['-p', String(this.nodes.find((n) => n.child)!.port), 'CLUSTER', 'SLOTS']);
-    void shards;
     const nodes = redisCli(['-p', String(this.nodes.find((n) => n.child)!.port), 'CLUSTER', 'NODES']).split('\n');
     for (const l of nodes) {
       const parts = l.split(' ');

@@ -28,6 +28,7 @@ Options:
   --redis URL             a Redis store instead: redis://[user:password@]host:port/db
                           or rediss:// for TLS
   --prefix P              the Redis store's key prefix (default: idempotent-tools:)
+  --cluster               the --redis URL is a node of a Redis Cluster
   --key K                 the record's key
   --json                  machine-readable output
   -y, --yes               clear all without asking
@@ -52,6 +53,7 @@ function parse(argv: string[]) {
         db: { type: 'string' },
         redis: { type: 'string' },
         prefix: { type: 'string' },
+        cluster: { type: 'boolean' },
         key: { type: 'string' },
         json: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
@@ -70,6 +72,7 @@ function parse(argv: string[]) {
   if (!COMMANDS.has(command)) throw new UsageError(`unknown command "${command}"`);
   if (values.db !== undefined && values.redis !== undefined) throw new UsageError('give --db or --redis, not both');
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
+  if (values.cluster && values.redis === undefined) throw new UsageError('--cluster goes with --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
   if (command === 'release' && values.key === undefined) throw new UsageError('release needs --key K');
   if ((command === 'prune' || command === 'stats') && values.key !== undefined) {
@@ -85,7 +88,7 @@ async function openStore(values: Values): Promise<{ store: Store & Partial<Sqlit
   if (values.redis !== undefined) {
     // Loaded only when asked for, so the SQLite path never touches Redis code.
     const { RedisStore } = await import('./redis-store.js');
-    const store = new RedisStore({ url: values.redis, prefix: values.prefix });
+    const store = new RedisStore({ url: values.redis, prefix: values.prefix, ...(values.cluster ? { cluster: true } : {}) });
     return { store, where: store.path };
   }
   const path = values.db ?? defaultStorePath();
