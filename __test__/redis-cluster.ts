@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 
-import { redisCommand } from './redis-server';
+import { SERVER_BIN, redisCommand } from './redis-server';
 
 function freePort(): Promise<number> {
   return new Promise((done, fail) => {
@@ -62,7 +62,7 @@ export class RedisCluster {
 
   private async launch(node: Node): Promise<void> {
     const child = spawn(
-      'redis-server',
+      SERVER_BIN,
       [
         '--port', String(node.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
         '--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, `nodes-${node.port}.conf`),
