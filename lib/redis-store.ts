@@ -5,6 +5,7 @@
  * re-established after an outage; nothing waits longer than the timeouts.
  */
 
+import { batched } from './batch.js';
 import * as native from './native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
 
@@ -33,7 +34,8 @@ export class RedisStore extends NativeBackedStore {
     const checked = checkOptions(options);
     let store: NativeStore;
     try {
-      store = new native.NativeRedisStore(checked);
+      // acquire and complete go to Rust in batches: one crossing per turn of the loop.
+      store = batched(new native.NativeRedisStore(checked));
     } catch (err) {
       throw new TypeError(`RedisStore: ${(err as Error).message}`);
     }

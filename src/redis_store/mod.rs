@@ -16,6 +16,7 @@
 //! - `listRecords`, `clear()` and `stats` walk the prefix with SCAN (never KEYS); `clear`
 //!   deletes with UNLINK.
 
+mod batch;
 mod connection;
 mod scripts;
 #[cfg(test)]
@@ -748,6 +749,26 @@ impl NativeRedisStore {
     #[napi]
     pub async fn acquire(&self, request: AcquireRequest) -> Result<AcquireOutcome> {
         self.with(|s| async move { s.acquire(request).await }).await
+    }
+
+    /// Every acquire issued in one turn of the event loop, in one crossing (see `batch`).
+    #[napi]
+    pub async fn acquire_batch(
+        &self,
+        requests: Vec<AcquireRequest>,
+    ) -> Result<Vec<batch::AcquireReply>> {
+        let inner = self.inner.clone();
+        guarded(async move { Ok(batch::acquire(inner, requests).await) }).await
+    }
+
+    /// Every complete issued in one turn of the event loop, in one crossing.
+    #[napi]
+    pub async fn complete_batch(
+        &self,
+        requests: Vec<SettleRequest>,
+    ) -> Result<Vec<batch::SettleReply>> {
+        let inner = self.inner.clone();
+        guarded(async move { Ok(batch::complete(inner, requests).await) }).await
     }
 
     #[napi]
