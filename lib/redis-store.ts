@@ -34,8 +34,11 @@ export class RedisStore extends NativeBackedStore {
     const checked = checkOptions(options);
     let store: NativeStore;
     try {
-      // acquire and complete go to Rust in batches: one crossing per turn of the loop.
-      store = batched(new native.NativeRedisStore(checked));
+      // On one server, acquire and complete go to Rust in batches: one crossing per turn of
+      // the loop. Not on a cluster: a batch answers when its slowest call does, and there
+      // one node's trouble (a failover) must not hold up calls on the other primaries.
+      const raw = new native.NativeRedisStore(checked);
+      store = checked.cluster ? raw : batched(raw);
     } catch (err) {
       throw new TypeError(`RedisStore: ${(err as Error).message}`);
     }

@@ -239,7 +239,9 @@ impl Inner {
     async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
         const WHAT: &str = "Redis acquire failed";
         if self.bias.read_first() {
-            if let Some(record) = self.completed(WHAT, &req.key).await? {
+            // The read is only a shortcut: when it fails (a cluster pipeline is not
+            // redirected by ASK while its slot migrates, say), the claim script decides.
+            if let Ok(Some(record)) = self.completed(WHAT, &req.key).await {
                 self.bias.found_completed(true);
                 return Ok(AcquireOutcome {
                     acquired: false,
