@@ -7,8 +7,12 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createConnection, createServer } from 'node:net';
 
+/** The server binary: `redis-server`, or another RESP server such as Valkey's
+ * `valkey-server` named by IDT_REDIS_SERVER (.ci/valkey.sh runs the suites that way). */
+export const SERVER_BIN = process.env.IDT_REDIS_SERVER || 'redis-server';
+
 export function hasRedisBinary(): boolean {
-  return spawnSync('redis-server', ['--version']).status === 0;
+  return spawnSync(SERVER_BIN, ['--version']).status === 0;
 }
 
 function freePort(): Promise<number> {
@@ -62,7 +66,7 @@ export class RedisServer {
 
   private async launch(): Promise<void> {
     const child = spawn(
-      'redis-server',
+      SERVER_BIN,
       ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...this.extraArgs],
       { stdio: 'ignore' },
     );

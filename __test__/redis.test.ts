@@ -156,4 +156,25 @@ describe('RedisStore', () => {
     expect(JSON.parse((await cli('clear', '--yes', '--json')).stdout)).toEqual({ deleted: 1 });
     expect(existsSync(join(ROOT, 'dump.rdb'))).toBe(false);
   });
+
+  it('clear deletes only this store\'s records, and the CLI counts what it deletes', async () => {
+    const s = await server();
+    const prefix = uniquePrefix();
+    const outer = new RedisStore({ url: s.url, prefix });
+    const nested = new RedisStore({ url: s.url, prefix: `${prefix}sub:` });
+    for (const [store, key] of [[outer, 'a'], [nested, 'a'], [nested, 'b']] as const) {
+      await idempotent(async function op() { return key; }, { store }).withKey(key)();
+    }
+    expect(await redisCommand(s.port, `SET ${prefix}other-app x`)).toBe('+OK');
+    expect(await redisCommand(s.port, `HSET ${prefix}user:1 name bob status completed`)).toBe(':2');
+    const cli = (...args: string[]) => runNode([join(ROOT, 'dist', 'cli.js'), '--redis', s.url, '--prefix', prefix, ...args]);
+    const stats = JSON.parse((await cli('stats', '--json')).stdout);
+    expect(stats.pending + stats.completed + stats.failed + stats.expired).toBe(1);
+    expect(JSON.parse((await cli('clear', '--yes', '--json')).stdout)).toEqual({ deleted: 1 });
+    expect((await nested.listRecords()).map((r) => r.key).sort()).toEqual(['a', 'b']);
+    expect(await redisCommand(s.port, `EXISTS ${prefix}other-app ${prefix}user:1`)).toBe(':2');
+    expect(await nested.clear()).toBe(2);
+    await outer.close();
+    await nested.close();
+  });
 });

@@ -33,6 +33,7 @@ Options:
                           or rediss:// for TLS (default: $IDEMPOTENT_TOOLS_REDIS_URL,
                           which keeps a password out of ps; --db overrides it)
   --prefix P              the Redis store's key prefix (default: idempotent-tools:)
+  --cluster               the --redis URL is a node of a Redis Cluster
   --key K                 the record's key
   --json                  machine-readable output
   -y, --yes               clear all without asking
@@ -58,6 +59,7 @@ function parse(argv: string[]) {
         redis: { type: 'string' },
         prefix: { type: 'string' },
         project: { type: 'string' },
+        cluster: { type: 'boolean' },
         key: { type: 'string' },
         json: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
@@ -80,6 +82,7 @@ function parse(argv: string[]) {
   }
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
   if (values.project !== undefined && values.redis !== undefined) throw new UsageError('--project goes with the SQLite store, not --redis');
+  if (values.cluster && values.redis === undefined) throw new UsageError('--cluster goes with --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
   if (command === 'release' && values.key === undefined) throw new UsageError('release needs --key K');
   if ((command === 'prune' || command === 'stats') && values.key !== undefined) {
@@ -98,7 +101,7 @@ async function openStore(values: Values): Promise<{ store: Store & Partial<Sqlit
     let store;
     try {
       store = new RedisStore({ url: values.redis, prefix: values.prefix });
-    } catch (e) {
+      store = new RedisStore({ url: values.redis, prefix: values.prefix, ...(values.cluster ? { cluster: true } : {}) });
       throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
     }
     return { store, where: store.path };
@@ -205,7 +208,9 @@ async function run(command: string, values: Values, out: (text: string) => void)
           if (!process.stdin.isTTY) {
             throw new Refusal('refusing to delete every record without --yes (standard input is not a terminal to ask on)');
           }
-          const count = (await store.listRecords()).length;
+          // Counted as clear() deletes: expired records that still exist included.
+          const s = store.stats ? await store.stats() : undefined;
+          const count = s ? s.pending + s.completed + s.failed + s.expired : (await store.listRecords()).length;
           if (!(await confirm(`Delete all ${count} records in ${where}? [y/N] `))) {
             out(json ? JSON.stringify({ deleted: 0 }) : 'Nothing deleted.');
             return;

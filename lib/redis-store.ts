@@ -5,6 +5,7 @@
  * re-established after an outage; nothing waits longer than the timeouts.
  */
 
+import { batched } from './batch.js';
 import * as native from './native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
 
@@ -17,9 +18,13 @@ export interface RedisStoreOptions {
   connectTimeoutMs?: number;
   /** How long to wait for one command's reply before failing with `StoreError`. Default 5000. */
   commandTimeoutMs?: number;
+  /** `url` is one node of a Redis (or Valkey) Cluster: the other nodes are discovered from
+   * it, each command goes to its key's primary, and MOVED/ASK redirects are followed.
+   * Listing, stats and clear walk every primary. Default false. */
+  cluster?: boolean;
 }
 
-const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs']);
+const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs', 'cluster']);
 
 export class RedisStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
@@ -29,7 +34,11 @@ export class RedisStore extends NativeBackedStore {
     const checked = checkOptions(options);
     let store: NativeStore;
     try {
-      store = new native.NativeRedisStore(checked);
+      // On one server, acquire and complete go to Rust in batches: one crossing per turn of
+      // the loop. Not on a cluster: a batch answers when its slowest call does, and there
+      // one node's trouble (a failover) must not hold up calls on the other primaries.
+      const raw = new native.NativeRedisStore(checked);
+      store = checked.cluster ? raw : batched(raw);
     } catch (err) {
       throw new TypeError(`RedisStore: ${(err as Error).message}`);
     }
@@ -47,7 +56,7 @@ function checkOptions(options: RedisStoreOptions) {
       throw new TypeError(`RedisStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
     }
   }
-  const { url = 'redis://127.0.0.1:6379', prefix, connectTimeoutMs, commandTimeoutMs } = options;
+  const { url = 'redis://127.0.0.1:6379', prefix, connectTimeoutMs, commandTimeoutMs, cluster } = options;
   if (typeof url !== 'string' || !/^rediss?:\/\//.test(url)) {
     throw new TypeError('RedisStore: url must be a redis:// or rediss:// URL string');
   }
@@ -57,5 +66,6 @@ function checkOptions(options: RedisStoreOptions) {
       throw new RangeError(`RedisStore: ${name} must be a finite number of milliseconds > 0`);
     }
   }
-  return { url, prefix, connectTimeoutMs, commandTimeoutMs };
+  if (cluster !== undefined && typeof cluster !== 'boolean') throw new TypeError('RedisStore: cluster must be true or false');
+  return { url, prefix, connectTimeoutMs, commandTimeoutMs, cluster };
 }

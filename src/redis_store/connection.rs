@@ -1,5 +1,7 @@
 //! The Redis URL (parsed and validated without any I/O, shown only redacted) and the one
-//! lazily opened, auto-reconnecting, multiplexed connection a store uses.
+//! lazily opened, auto-reconnecting, multiplexed connection a store uses: to one server,
+//! or (`cluster: true`) to a Redis Cluster, where the redis crate's cluster client routes
+//! each command by its key's slot and follows MOVED and ASK redirects.
 //!
 //! Time bounds: every round trip runs under a deadline of `connectTimeoutMs +
 //! commandTimeoutMs`, whatever the connection manager does inside it (its own connect
@@ -11,9 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
-    ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult,
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, Pipeline, RedisError,
+    RedisFuture, RedisResult, Value,
 };
 
 use crate::failure::{StoreFailure, StoreResult};
@@ -179,13 +185,80 @@ fn install_tls_provider() {
     });
 }
 
-/// One store's connection: a `ConnectionManager` (one multiplexed socket, so concurrent
-/// calls pipeline over it; reconnects after the server drops it), created on first use.
+/// What a store's round trips go through: one server's multiplexed connection, or a
+/// cluster connection (one multiplexed connection per node, routed by slot).
+#[derive(Clone)]
+pub enum Handle {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Handle {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Handle::Single(c) => c.req_packed_command(cmd),
+            Handle::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Handle::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Handle::Single(c) => c.get_db(),
+            Handle::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Handle {
+    /// Sends `cmd` to the node at `addr` (cluster) or to the one server.
+    pub async fn on_node(&mut self, addr: Option<&NodeAddr>, cmd: Cmd) -> RedisResult<Value> {
+        match (self, addr) {
+            (Handle::Cluster(c), Some((host, port))) => {
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                });
+                c.route_command(cmd, route).await
+            }
+            (h, _) => cmd.query_async(h).await,
+        }
+    }
+}
+
+/// A cluster node's host and port.
+pub type NodeAddr = (String, u16);
+
+enum Kind {
+    Single {
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        manager: Mutex<Option<ConnectionManager>>,
+    },
+    Cluster {
+        client: ClusterClient,
+        /// Connecting to a cluster is async (it reads the slot map first).
+        conn: tokio::sync::Mutex<Option<ClusterConnection>>,
+    },
+}
+
+/// One store's connection, created on first use: a `ConnectionManager` (one multiplexed
+/// socket, so concurrent calls pipeline over it; reconnects after the server drops it),
+/// or a cluster connection (which refreshes its slot map after MOVED and failovers).
 pub struct Conn {
     pub target: Target,
-    client: redis::Client,
-    config: ConnectionManagerConfig,
-    manager: Mutex<Option<ConnectionManager>>,
+    kind: Kind,
     closed: AtomicBool,
     connect_timeout: Duration,
     command_timeout: Duration,
@@ -195,6 +268,7 @@ impl Conn {
     /// No I/O: the connection opens on the first call.
     pub fn new(
         target: Target,
+        cluster: bool,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> StoreResult<Self> {
@@ -205,56 +279,107 @@ impl Conn {
             .clone()
             .set_lib_name("idempotent-tools", env!("CARGO_PKG_VERSION"));
         info = info.set_redis_settings(redis_settings);
-        let client =
-            redis::Client::open(info).map_err(|e| target.failure("invalid Redis URL", e))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(command_timeout))
-            .set_number_of_retries(CONNECT_RETRIES)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
+        let kind = if cluster {
+            if info.redis_settings().db() != 0 {
+                return Err(target.failure(
+                    "invalid Redis URL",
+                    "a Redis Cluster has only database 0: drop the /db part of the URL",
+                ));
+            }
+            let client = ClusterClient::builder(vec![info])
+                .connection_timeout(connect_timeout)
+                .response_timeout(command_timeout)
+                .build()
+                .map_err(|e| target.failure("invalid Redis URL", e))?;
+            Kind::Cluster {
+                client,
+                conn: tokio::sync::Mutex::new(None),
+            }
+        } else {
+            let client =
+                redis::Client::open(info).map_err(|e| target.failure("invalid Redis URL", e))?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(Some(command_timeout))
+                .set_number_of_retries(CONNECT_RETRIES)
+                .set_min_delay(Duration::from_millis(50))
+                .set_max_delay(Duration::from_millis(500));
+            Kind::Single {
+                client,
+                config,
+                manager: Mutex::new(None),
+            }
+        };
         Ok(Conn {
             target,
-            client,
-            config,
-            manager: Mutex::new(None),
+            kind,
             closed: AtomicBool::new(false),
             connect_timeout,
             command_timeout,
         })
     }
 
-    fn manager(&self, what: &str) -> StoreResult<ConnectionManager> {
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster { .. })
+    }
+
+    async fn handle(&self, what: &str) -> StoreResult<Handle> {
         if self.closed.load(Ordering::Acquire) {
             return Err(self.target.failure(what, "the store is closed"));
         }
-        let mut slot = self
-            .manager
-            .lock()
-            .map_err(|_| self.target.failure(what, "the store is closed"))?;
-        if let Some(manager) = slot.as_ref() {
-            return Ok(manager.clone());
+        match &self.kind {
+            Kind::Single {
+                client,
+                config,
+                manager,
+            } => {
+                let mut slot = manager
+                    .lock()
+                    .map_err(|_| self.target.failure(what, "the store is closed"))?;
+                if let Some(manager) = slot.as_ref() {
+                    return Ok(Handle::Single(manager.clone()));
+                }
+                // Must run inside the Tokio runtime (it spawns the manager's background task).
+                let manager =
+                    ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                        .map_err(|e| self.target.failure(what, e))?;
+                *slot = Some(manager.clone());
+                Ok(Handle::Single(manager))
+            }
+            Kind::Cluster { client, conn } => {
+                let mut slot = conn.lock().await;
+                if let Some(c) = slot.as_ref() {
+                    return Ok(Handle::Cluster(c.clone()));
+                }
+                let c = client
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| self.target.failure(what, self.describe(&e)))?;
+                *slot = Some(c.clone());
+                Ok(Handle::Cluster(c))
+            }
         }
-        // Must run inside the Tokio runtime (it spawns the manager's background task).
-        let manager =
-            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
-                .map_err(|e| self.target.failure(what, e))?;
-        *slot = Some(manager.clone());
-        Ok(manager)
     }
 
-    /// Drops the connection manager, so that the next call starts a new one.
+    /// Drops the connection, so that the next call starts a new one.
     fn reset(&self) {
-        if let Ok(mut slot) = self.manager.lock() {
-            slot.take();
+        match &self.kind {
+            Kind::Single { manager, .. } => {
+                if let Ok(mut slot) = manager.lock() {
+                    slot.take();
+                }
+            }
+            Kind::Cluster { conn, .. } => {
+                if let Ok(mut slot) = conn.try_lock() {
+                    slot.take();
+                }
+            }
         }
     }
 
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        if let Ok(mut slot) = self.manager.lock() {
-            slot.take();
-        }
+        self.reset();
     }
 
     fn describe(&self, e: &RedisError) -> String {
@@ -282,13 +407,13 @@ impl Conn {
     /// recognises its own token), and so is every read.
     pub async fn run<T, F, Fut>(&self, what: &str, op: F) -> StoreResult<T>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Handle) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let attempt = async {
-            let mut outcome = op(self.manager(what)?).await;
+            let mut outcome = op(self.handle(what).await?).await;
             if matches!(&outcome, Err(e) if resendable(e)) {
-                outcome = op(self.manager(what)?).await;
+                outcome = op(self.handle(what).await?).await;
             }
             outcome.map_err(|e| {
                 if stuck(&e) {

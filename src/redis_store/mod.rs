@@ -16,6 +16,7 @@
 //! - `listRecords`, `clear()` and `stats` walk the prefix with SCAN (never KEYS); `clear`
 //!   deletes with UNLINK.
 
+mod batch;
 mod connection;
 mod scripts;
 #[cfg(test)]
@@ -27,7 +28,6 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use redis::aio::ConnectionManager;
 use redis::Value;
 
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
@@ -35,9 +35,22 @@ use crate::failure::{StoreFailure, StoreResult};
 use crate::record::SettleRequest;
 use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
 use crate::token::new_token;
-use connection::{match_pattern, timeout_option, Conn, Target};
+use connection::{match_pattern, timeout_option, Conn, Handle, NodeAddr, Target};
 pub use connection::{DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_PREFIX};
 
+/// What a replay reads of a completed record (everything `NativeRecord` shows, but the
+/// lease, which a completed record does not have).
+const REPLAY_FIELDS: [&str; 9] = [
+    "status",
+    "fingerprint",
+    "result",
+    "error",
+    "attempts",
+    "name",
+    "created_at",
+    "updated_at",
+    "expires_at",
+];
 /// Keys asked for per SCAN step (a hint to the server, not a limit).
 const SCAN_COUNT: usize = 500;
 /// Lease and TTL lengths are capped (about 950 years) so that every time stays an exact
@@ -54,11 +67,39 @@ pub struct RedisOptions {
     pub connect_timeout_ms: Option<f64>,
     /// Bound on each command's reply; default 5000.
     pub command_timeout_ms: Option<f64>,
+    /// `url` is one node of a Redis Cluster (any node: the rest are discovered from it).
+    pub cluster: Option<bool>,
 }
 
 struct Inner {
     conn: Conn,
     prefix: String,
+    /// Which way `acquire` starts (see `ReplayBias`).
+    bias: ReplayBias,
+}
+
+/// Whether `acquire` reads first (a plain HMGET, the replay without a script) or claims
+/// first (the script, which also answers a replay, at several times the server's cost).
+/// Reading first costs a new call one more round trip; claiming first costs a replay the
+/// script. Both ways are correct; the store leans towards what its recent calls found: a
+/// score moved up by every completed record found and down by every claim, bounded so a
+/// change of workload turns it within a few calls.
+struct ReplayBias(std::sync::atomic::AtomicI32);
+
+impl ReplayBias {
+    const BOUND: i32 = 8;
+
+    fn read_first(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
+    fn found_completed(&self, yes: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let step = if yes { 1 } else { -1 };
+        let _ = self.0.fetch_update(Relaxed, Relaxed, |v| {
+            Some((v + step).clamp(-Self::BOUND, Self::BOUND))
+        });
+    }
 }
 
 #[napi]
@@ -187,7 +228,7 @@ impl Inner {
     ) -> StoreResult<Value> {
         let key = self.redis_key(key);
         self.conn
-            .run(what, |mut c: ConnectionManager| {
+            .run(what, |mut c: Handle| {
                 let mut invocation = script.key(&key);
                 for a in &args {
                     invocation.arg(a);
@@ -199,6 +240,31 @@ impl Inner {
 
     async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
         const WHAT: &str = "Redis acquire failed";
+        if self.bias.read_first() {
+            // The read is only a shortcut: when it fails (a cluster pipeline is not
+            // redirected by ASK while its slot migrates, say), the claim script decides.
+            if let Ok(Some(record)) = self.completed(WHAT, &req.key).await {
+                self.bias.found_completed(true);
+                return Ok(AcquireOutcome {
+                    acquired: false,
+                    token: None,
+                    attempts: record.attempts,
+                    taken_over: false,
+                    record: Some(record.into()),
+                });
+            }
+        }
+        let outcome = self.claim(WHAT, &req).await?;
+        let completed = outcome
+            .record
+            .as_ref()
+            .is_some_and(|r| r.status == COMPLETED);
+        self.bias.found_completed(completed);
+        Ok(outcome)
+    }
+
+    /// The claim script: claims the key, or returns the record in the way.
+    async fn claim(&self, what: &str, req: &AcquireRequest) -> StoreResult<AcquireOutcome> {
         let token = new_token();
         let args = vec![
             req.name.clone(),
@@ -209,12 +275,13 @@ impl Inner {
                 .map(|t| ms_arg(t).to_string())
                 .unwrap_or_default(),
             if req.force { "1" } else { "0" }.to_string(),
+            req.key.clone(),
         ];
         let reply = self
-            .script(WHAT, scripts::acquire(), &req.key, args)
+            .script(what, scripts::acquire(), &req.key, args)
             .await?;
         let Value::Array(items) = &reply else {
-            return Err(self.malformed(WHAT, format!("{reply:?}")));
+            return Err(self.malformed(what, format!("{reply:?}")));
         };
         match items.as_slice() {
             [flag, attempts, taken_over] if int(flag) == Some(1) => Ok(AcquireOutcome {
@@ -228,9 +295,9 @@ impl Inner {
             }),
             [flag, record] if int(flag) == Some(0) => {
                 let f = fields(record)
-                    .ok_or_else(|| self.malformed(WHAT, "a record that is not a hash"))?;
+                    .ok_or_else(|| self.malformed(what, "a record that is not a hash"))?;
                 let record =
-                    to_record(&req.key, f).map_err(|e| self.conn.target.failure(WHAT, e))?;
+                    to_record(&req.key, f).map_err(|e| self.conn.target.failure(what, e))?;
                 Ok(AcquireOutcome {
                     acquired: false,
                     token: None,
@@ -239,8 +306,42 @@ impl Inner {
                     record: Some(record.into()),
                 })
             }
-            _ => Err(self.malformed(WHAT, format!("{reply:?}"))),
+            _ => Err(self.malformed(what, format!("{reply:?}"))),
         }
+    }
+
+    /// The key's record when it is completed and unexpired, read without a script (TIME
+    /// and HMGET in one round trip): a completed record never changes until it expires or
+    /// is cleared, so a plain read is as good as the claim script's, at a fraction of the
+    /// server's time. Anything else (absent, pending, failed) is left to the script.
+    async fn completed(&self, what: &str, key: &str) -> StoreResult<Option<Record>> {
+        let redis_key = self.redis_key(key);
+        let replies: Vec<Value> = self
+            .conn
+            .run(what, |mut c| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("TIME")
+                    .cmd("HMGET")
+                    .arg(&redis_key)
+                    .arg(&REPLAY_FIELDS[..]);
+                async move { pipe.query_async::<Vec<Value>>(&mut c).await }
+            })
+            .await?;
+        let [time, Value::Array(values)] = replies.as_slice() else {
+            return Err(self.malformed(what, format!("{replies:?}")));
+        };
+        if values.first().and_then(text).as_deref() != Some(COMPLETED) {
+            return Ok(None);
+        }
+        let now = server_ms(time).ok_or_else(|| self.malformed(what, format!("{time:?}")))?;
+        let mut f = HashMap::with_capacity(REPLAY_FIELDS.len());
+        for (name, v) in REPLAY_FIELDS.iter().zip(values) {
+            if let Some(v) = text(v) {
+                f.insert((*name).to_string(), v);
+            }
+        }
+        let record = to_record(key, f).map_err(|e| self.conn.target.failure(what, e))?;
+        Ok((!record.expired(now)).then_some(record))
     }
 
     async fn flag_script(
@@ -310,11 +411,50 @@ impl Inner {
         server_ms(&reply).ok_or_else(|| self.malformed(what, format!("{reply:?}")))
     }
 
-    /// The next batch of keys under the prefix (SCAN, never KEYS); `None` when done.
+    /// The nodes a walk over every key must visit: the one server, or every primary of
+    /// the cluster (read from CLUSTER NODES: primaries that serve slots and are not failed).
+    async fn primaries(&self, what: &str) -> StoreResult<Vec<Option<NodeAddr>>> {
+        if !self.conn.is_cluster() {
+            return Ok(vec![None]);
+        }
+        let reply: Value = self
+            .conn
+            .run(what, |mut c| async move {
+                c.on_node(None, redis::cmd("CLUSTER").arg("NODES").clone())
+                    .await
+            })
+            .await?;
+        let nodes = text(&reply).ok_or_else(|| self.malformed(what, format!("{reply:?}")))?;
+        let primaries: Vec<Option<NodeAddr>> = nodes
+            .lines()
+            .filter_map(|line| {
+                let parts: Vec<&str> = line.split(' ').collect();
+                let flags = parts.get(2)?;
+                let serves_slots = parts.len() > 8;
+                if !flags.split(',').any(|f| f == "master")
+                    || flags.contains("fail")
+                    || !serves_slots
+                {
+                    return None;
+                }
+                // ip:port@cport[,hostname]
+                let addr = parts.get(1)?.split('@').next()?;
+                let (host, port) = addr.rsplit_once(':')?;
+                Some(Some((host.to_string(), port.parse().ok()?)))
+            })
+            .collect();
+        if primaries.is_empty() {
+            return Err(self.malformed(what, "CLUSTER NODES lists no primary serving slots"));
+        }
+        Ok(primaries)
+    }
+
+    /// The next batch of keys under the prefix (SCAN, never KEYS, on every primary in
+    /// turn); `None` when done.
     async fn scan_step(&self, what: &str, scan: &mut Scan) -> StoreResult<Option<Vec<String>>> {
-        while !scan.done {
+        while let Some(node) = scan.nodes.get(scan.node).cloned() {
             let cursor = scan.cursor;
-            let (next, keys): (u64, Vec<Vec<u8>>) = self
+            let reply: Value = self
                 .conn
                 .run(what, |mut c| {
                     let mut cmd = redis::cmd("SCAN");
@@ -323,11 +463,16 @@ impl Inner {
                         .arg(&scan.pattern)
                         .arg("COUNT")
                         .arg(SCAN_COUNT);
-                    async move { cmd.query_async(&mut c).await }
+                    let node = node.clone();
+                    async move { c.on_node(node.as_ref(), cmd).await }
                 })
                 .await?;
+            let (next, keys): (u64, Vec<Vec<u8>>) =
+                redis::from_redis_value(reply).map_err(|e| self.malformed(what, e))?;
             scan.cursor = next;
-            scan.done = next == 0;
+            if next == 0 {
+                scan.node += 1;
+            }
             // SCAN may return a key twice; keys that are not UTF-8 were not written here.
             let batch: Vec<String> = keys
                 .into_iter()
@@ -341,32 +486,78 @@ impl Inner {
         Ok(None)
     }
 
+    /// Whole records of `keys` (HGETALL each): pipelined on one server; on a cluster,
+    /// sent concurrently, each routed by its key's slot. An error per key (another
+    /// application's key of another type, say) is kept with that key.
+    async fn hashes(&self, what: &str, keys: &[String]) -> StoreResult<Vec<RedisResultValue>> {
+        self.conn
+            .run(what, |c| {
+                let keys = keys.to_vec();
+                async move {
+                    match c {
+                        Handle::Single(mut m) => {
+                            let mut pipe = redis::pipe();
+                            for k in &keys {
+                                pipe.cmd("HGETALL").arg(k);
+                            }
+                            pipe.ignore_errors();
+                            pipe.query_async::<Vec<RedisResultValue>>(&mut m).await
+                        }
+                        cluster => {
+                            let mut tasks = tokio::task::JoinSet::new();
+                            for (i, k) in keys.into_iter().enumerate() {
+                                let mut c = cluster.clone();
+                                tasks.spawn(async move {
+                                    let v = redis::cmd("HGETALL")
+                                        .arg(&k)
+                                        .query_async::<Value>(&mut c)
+                                        .await;
+                                    (i, v)
+                                });
+                            }
+                            let mut out: Vec<RedisResultValue> = Vec::new();
+                            let mut slots: Vec<Option<RedisResultValue>> = Vec::new();
+                            while let Some(done) = tasks.join_next().await {
+                                let (i, v) = done.map_err(|e| {
+                                    redis::RedisError::from(std::io::Error::other(e.to_string()))
+                                })?;
+                                if slots.len() <= i {
+                                    slots.resize_with(i + 1, || None);
+                                }
+                                slots[i] = Some(v);
+                            }
+                            for v in slots.into_iter().flatten() {
+                                out.push(v);
+                            }
+                            Ok(out)
+                        }
+                    }
+                }
+            })
+            .await
+    }
+
     /// Every record under the prefix (expired ones included), and the server's time.
     async fn all_records(&self, what: &str) -> StoreResult<(i64, Vec<Record>)> {
         let now = self.server_time(what).await?;
         let mut records = Vec::new();
         let prefix_len = self.prefix.len();
-        let mut scan = Scan::new(&self.prefix);
+        let mut scan = Scan::new(&self.prefix, self.primaries(what).await?);
         while let Some(keys) = self.scan_step(what, &mut scan).await? {
-            let replies: Vec<RedisResultValue> = self
-                .conn
-                .run(what, |mut c| {
-                    let mut pipe = redis::pipe();
-                    for k in &keys {
-                        pipe.cmd("HGETALL").arg(k);
-                    }
-                    pipe.ignore_errors();
-                    async move { pipe.query_async::<Vec<RedisResultValue>>(&mut c).await }
-                })
-                .await?;
+            let replies = self.hashes(what, &keys).await?;
             for (k, reply) in keys.iter().zip(replies) {
                 // A key that is not a hash, or a hash that is not a record, is not ours.
                 let Ok(v) = reply else { continue };
                 let Some(f) = fields(&v).filter(|f| !f.is_empty()) else {
                     continue;
                 };
-                if let Ok(r) = to_record(k.get(prefix_len..).unwrap_or(k), f) {
-                    records.push(r);
+                let Some(key) = k.get(prefix_len..) else {
+                    continue;
+                };
+                if own_record(key, &f) {
+                    if let Ok(r) = to_record(key, f) {
+                        records.push(r);
+                    }
                 }
             }
         }
@@ -405,53 +596,97 @@ impl Inner {
         Ok(stats)
     }
 
+    /// Deletes one record, or every record of this store (see `own_record`), each through
+    /// the `clear` script, which checks that the key is still this store's record.
     async fn clear(&self, key: Option<String>) -> StoreResult<u32> {
         const WHAT: &str = "Redis clear failed";
         if let Some(key) = key {
-            let redis_key = self.redis_key(&key);
-            let n: i64 = self
-                .conn
-                .run(WHAT, |mut c| {
-                    let mut cmd = redis::cmd("UNLINK");
-                    cmd.arg(&redis_key);
-                    async move { cmd.query_async(&mut c).await }
-                })
-                .await?;
-            return Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX));
+            let n = self.clear_own(WHAT, vec![self.redis_key(&key)]).await?;
+            return Ok(u32::try_from(n).unwrap_or(u32::MAX));
         }
         let mut total: u64 = 0;
-        let mut scan = Scan::new(&self.prefix);
+        let mut scan = Scan::new(&self.prefix, self.primaries(WHAT).await?);
         while let Some(keys) = self.scan_step(WHAT, &mut scan).await? {
-            let n: i64 = self
-                .conn
-                .run(WHAT, |mut c| {
-                    let mut cmd = redis::cmd("UNLINK");
-                    cmd.arg(&keys);
-                    async move { cmd.query_async(&mut c).await }
-                })
-                .await?;
-            total += n.max(0) as u64;
+            total += self.clear_own(WHAT, keys).await?;
         }
         Ok(u32::try_from(total).unwrap_or(u32::MAX))
     }
+
+    /// Runs the `clear` script on each Redis key (pipelined on one server; concurrently,
+    /// each routed by its slot, on a cluster); returns how many it deleted.
+    async fn clear_own(&self, what: &str, redis_keys: Vec<String>) -> StoreResult<u64> {
+        let prefix_len = self.prefix.len();
+        let deleted: Vec<i64> = self
+            .conn
+            .run(what, |c| {
+                let redis_keys = redis_keys.clone();
+                async move {
+                    match c {
+                        Handle::Single(mut m) => {
+                            let mut pipe = redis::pipe();
+                            // EVALSHA in a pipeline does not load the script by itself.
+                            pipe.load_script(scripts::clear()).ignore();
+                            for k in &redis_keys {
+                                let own_key = k.get(prefix_len..).unwrap_or_default();
+                                pipe.invoke_script(scripts::clear().key(k).arg(own_key));
+                            }
+                            pipe.query_async::<Vec<i64>>(&mut m).await
+                        }
+                        cluster => {
+                            let mut tasks = tokio::task::JoinSet::new();
+                            for k in redis_keys {
+                                let mut c = cluster.clone();
+                                tasks.spawn(async move {
+                                    let own_key =
+                                        k.get(prefix_len..).unwrap_or_default().to_string();
+                                    scripts::clear()
+                                        .key(&k)
+                                        .arg(own_key)
+                                        .invoke_async::<i64>(&mut c)
+                                        .await
+                                });
+                            }
+                            let mut out = Vec::new();
+                            while let Some(done) = tasks.join_next().await {
+                                out.push(done.map_err(|e| {
+                                    redis::RedisError::from(std::io::Error::other(e.to_string()))
+                                })??);
+                            }
+                            Ok(out)
+                        }
+                    }
+                }
+            })
+            .await?;
+        Ok(deleted.iter().map(|n| n.max(&0).unsigned_abs()).sum())
+    }
+}
+
+/// A hash under the prefix is this store's record only when its `key` field, appended to
+/// the prefix, gives back its Redis key: another application's hashes have no such field,
+/// and a store whose prefix extends ours (`p:sub:` under `p:`) wrote its own key there.
+fn own_record(key: &str, f: &HashMap<String, String>) -> bool {
+    f.get("key").is_some_and(|k| k == key)
 }
 
 type RedisResultValue = redis::RedisResult<Value>;
 
-/// A SCAN walk over the prefix.
+/// A SCAN walk over the prefix, on every node that holds keys (one, or each primary).
 struct Scan {
     pattern: String,
+    nodes: Vec<Option<NodeAddr>>,
+    node: usize,
     cursor: u64,
-    done: bool,
     seen: HashSet<String>,
 }
 
 impl Scan {
-    fn new(prefix: &str) -> Self {
+    fn new(prefix: &str, nodes: Vec<Option<NodeAddr>>) -> Self {
         Scan {
             pattern: match_pattern(prefix),
+            nodes,
+            node: 0,
             cursor: 0,
-            done: false,
             seen: HashSet::new(),
         }
     }
@@ -480,9 +715,13 @@ impl NativeRedisStore {
             DEFAULT_COMMAND_TIMEOUT_MS,
         )
         .map_err(bad)?;
-        let conn = Conn::new(target, connect, command)?;
+        let conn = Conn::new(target, options.cluster.unwrap_or(false), connect, command)?;
         Ok(NativeRedisStore {
-            inner: Arc::new(Inner { conn, prefix }),
+            inner: Arc::new(Inner {
+                conn,
+                prefix,
+                bias: ReplayBias(std::sync::atomic::AtomicI32::new(0)),
+            }),
         })
     }
 
@@ -513,6 +752,26 @@ impl NativeRedisStore {
     #[napi]
     pub async fn acquire(&self, request: AcquireRequest) -> Result<AcquireOutcome> {
         self.with(|s| async move { s.acquire(request).await }).await
+    }
+
+    /// Every acquire issued in one turn of the event loop, in one crossing (see `batch`).
+    #[napi]
+    pub async fn acquire_batch(
+        &self,
+        requests: Vec<AcquireRequest>,
+    ) -> Result<Vec<batch::AcquireReply>> {
+        let inner = self.inner.clone();
+        guarded(async move { Ok(batch::acquire(inner, requests).await) }).await
+    }
+
+    /// Every complete issued in one turn of the event loop, in one crossing.
+    #[napi]
+    pub async fn complete_batch(
+        &self,
+        requests: Vec<SettleRequest>,
+    ) -> Result<Vec<batch::SettleReply>> {
+        let inner = self.inner.clone();
+        guarded(async move { Ok(batch::complete(inner, requests).await) }).await
     }
 
     #[napi]

@@ -29,3 +29,8 @@ pub fn release() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(&S, include_str!("lua/release.lua"))
 }
+
+pub fn clear() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(&S, include_str!("lua/clear.lua"))
+}

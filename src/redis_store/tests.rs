@@ -27,6 +27,7 @@ fn options(url: &str, prefix: &str) -> RedisOptions {
         prefix: Some(prefix.into()),
         connect_timeout_ms: None,
         command_timeout_ms: None,
+        cluster: None,
     }
 }
 
@@ -224,6 +225,102 @@ async fn a_glob_prefix_lists_and_clears_only_its_own_keys() {
     assert_eq!(odd.inner.clear(None).await.unwrap(), 1);
     assert_eq!(sibling.inner.list(None, None).await.unwrap().len(), 1);
     assert_eq!(sibling.inner.clear(None).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn clear_list_and_stats_see_only_this_stores_own_records() {
+    // Issue 9 item 10: `p:` must not clear `p:sub:`'s records, nor another application's
+    // keys under the prefix, and what stats counts is exactly what clear deletes.
+    let base = unique_prefix();
+    let outer = store_at(&redis_url(), &base);
+    let nested = store_at(&redis_url(), &format!("{base}sub:"));
+    for (s, k) in [
+        (&outer, "k"),
+        (&outer, "sub"),
+        (&nested, "k"),
+        (&nested, "j"),
+    ] {
+        assert!(
+            s.inner
+                .acquire(req(k, "fp", 10_000.0, None, false))
+                .await
+                .unwrap()
+                .acquired
+        );
+    }
+    let mut con = admin(&redis_url());
+    let foreign = [
+        format!("{base}app-string"),
+        format!("{base}app-hash"),
+        format!("{base}lookalike"),
+        format!("{base}app-list"),
+    ];
+    let _: () = redis::cmd("SET")
+        .arg(&foreign[0])
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&foreign[1])
+        .arg("user")
+        .arg("bob")
+        .query(&mut con)
+        .unwrap();
+    // Shaped like a record, but not written by this store under this key.
+    let _: () = redis::cmd("HSET")
+        .arg(&foreign[2])
+        .arg("name")
+        .arg("n")
+        .arg("fingerprint")
+        .arg("f")
+        .arg("status")
+        .arg("completed")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&foreign[3])
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+
+    let keys = |rs: Vec<NativeRecord>| {
+        let mut k: Vec<String> = rs.into_iter().map(|r| r.key).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(outer.inner.list(None, None).await.unwrap()),
+        ["k", "sub"]
+    );
+    let stats = outer.inner.stats().await.unwrap();
+    assert_eq!(
+        stats.pending + stats.completed + stats.failed + stats.expired,
+        2
+    );
+    // One key: only a record of this store under that key.
+    assert_eq!(
+        outer.inner.clear(Some("app-string".into())).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        outer.inner.clear(Some("lookalike".into())).await.unwrap(),
+        0
+    );
+    assert_eq!(outer.inner.clear(Some("sub:k".into())).await.unwrap(), 0);
+    assert_eq!(outer.inner.clear(None).await.unwrap(), 2);
+    assert_eq!(
+        keys(nested.inner.list(None, None).await.unwrap()),
+        ["j", "k"]
+    );
+    for k in &foreign {
+        let n: i64 = redis::cmd("EXISTS").arg(k).query(&mut con).unwrap();
+        assert_eq!(
+            n, 1,
+            "{k} is not this store's record and must survive clear()"
+        );
+    }
+    assert_eq!(nested.inner.clear(None).await.unwrap(), 2);
+    let _: () = redis::cmd("DEL").arg(&foreign).query(&mut con).unwrap();
 }
 
 // ---------------------------------------------------------------- the claim table
@@ -619,6 +716,7 @@ async fn resent_acquire_and_settle_recognise_their_own_token() {
             "10000".into(),
             String::new(),
             "0".into(),
+            "k".into(),
         ]
     };
     let token = new_token();
@@ -1096,6 +1194,38 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
     assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
     let second = monitored(child, out);
     assert_eq!(second.len(), 1, "{second:#?}");
+
+    // Once replays are what the store sees, a replay reads without a script: TIME and
+    // HMGET in one round trip, and the server runs no Lua for it.
+    for _ in 0..3 {
+        s.inner
+            .acquire(req("k", "fp", 10_000.0, None, false))
+            .await
+            .unwrap();
+    }
+    let (child, out) = monitor(server.port);
+    let replay = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
+    let third = monitored(child, out);
+    assert_eq!(third.len(), 2, "{third:#?}");
+    assert!(third.iter().any(|l| l.contains("\"HMGET\"")), "{third:#?}");
+    assert!(
+        !third
+            .iter()
+            .any(|l| l.contains("EVALSHA") || l.contains("lua")),
+        "{third:#?}"
+    );
+    // A new key read first finds nothing and is claimed by the script all the same.
+    let n = s
+        .inner
+        .acquire(req("new", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(n.acquired && n.attempts == 1);
 }
 
 #[tokio::test]
