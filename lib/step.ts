@@ -61,6 +61,25 @@ export async function step<T>(label: string, fn: () => T): Promise<Awaited<T>> {
   return runStep(call, label, fn);
 }
 
+/** Per run of a wrapped function: how often each automatic step label was used so far. */
+const occurrencesOf = new WeakMap<RunningCall, Map<string, number>>();
+
+/**
+ * @internal For the framework helpers: runs `fn` as a step of the running wrapped call, if
+ * there is one (else returns undefined). The n-th use of `base` in one run is its own step
+ * (`base#n`), so two identical nested tool calls in one run are two side effects, and a
+ * re-run from the top replays them in order.
+ */
+export function stepOfRunningCall<T>(base: string, fn: () => T): Promise<Awaited<T>> | undefined {
+  const call = running.getStore();
+  if (call === undefined) return undefined;
+  let counts = occurrencesOf.get(call);
+  if (counts === undefined) occurrencesOf.set(call, (counts = new Map()));
+  const n = (counts.get(base) ?? 0) + 1;
+  counts.set(base, n);
+  return runStep(call, `${base}#${n}`, fn);
+}
+
 async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promise<Awaited<T>> {
   const { store, leaseMs, ttlMs } = call;
   const name = `${call.name}.step(${JSON.stringify(label)})`;

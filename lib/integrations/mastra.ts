@@ -23,11 +23,12 @@
 
 import { type Json, type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
 
-export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './shared.js';
+export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
 /** The parts of Mastra's `ToolExecutionContext` this helper reads. */
 export interface MastraContextLike {
   agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string };
+  abortSignal?: unknown;
   requestContext?: unknown;
   workflow?: { runId?: string };
 }
@@ -55,29 +56,38 @@ export function idempotentTool<I, R>(
   options?: MastraToolOptions<I, R>,
 ): (inputData: I, context: MastraContextLike) => Promise<Awaited<R>> {
   const { scope, ...rest } = options ?? {};
-  return wrapToolCall<I, [MastraContextLike], R>('mastra', fn, rest, (input, [context]) => {
-    const agent = context !== null && typeof context === 'object' ? context.agent : undefined;
-    const toolCallId = idOf(agent?.toolCallId);
-    if (toolCallId === undefined) {
-      throw new TypeError(
-        'idempotent-tools/mastra: the tool was called without context.agent.toolCallId (its second argument is ' +
-          `${context === null || typeof context !== 'object' ? describe(context) : 'a context without agent.toolCallId'}). ` +
-          'Let a Mastra agent call it; in a workflow step, wrap the function with idempotent() and a context of the run id instead.',
-      );
-    }
-    let scoped: Json;
-    if (scope !== undefined) {
-      scoped = resolveScope('mastra', scope, [input, context], HINT);
-    } else {
-      const threadId = idOf(agent?.threadId);
-      if (threadId === undefined) {
-        throw new TypeError(
-          'idempotent-tools/mastra: no scope: the agent has no memory thread (context.agent.threadId is undefined) and no "scope" option was given. ' +
-            `Tool call ids are only unique within one conversation; ${HINT}`,
-        );
-      }
-      scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
-    }
-    return { framework: 'mastra', toolCallId, scope: scoped };
-  }) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
+  return wrapToolCall<I, [MastraContextLike], R>(
+    {
+      name: 'mastra',
+      generator: 'last-yield',
+      carriesToolName: false,
+      identify: (input, [context]) => {
+        const agent = context !== null && typeof context === 'object' ? context.agent : undefined;
+        const toolCallId = idOf(agent?.toolCallId);
+        if (toolCallId === undefined) {
+          throw new TypeError(
+            'idempotent-tools/mastra: the tool was called without context.agent.toolCallId (its second argument is ' +
+              `${context === null || typeof context !== 'object' ? describe(context) : 'a context without agent.toolCallId'}). ` +
+              'Let a Mastra agent call it; in a workflow step, wrap the function with idempotent() and a context of the run id instead.',
+          );
+        }
+        let scoped: Json;
+        if (scope !== undefined) {
+          scoped = resolveScope('mastra', scope, [input, context], HINT);
+        } else {
+          const threadId = idOf(agent?.threadId);
+          if (threadId === undefined) {
+            throw new TypeError(
+              'idempotent-tools/mastra: no scope: the agent has no memory thread (context.agent.threadId is undefined) and no "scope" option was given. ' +
+                `Tool call ids are only unique within one conversation; ${HINT}`,
+            );
+          }
+          scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
+        }
+        return { framework: 'mastra', toolCallId, signal: context.abortSignal, scope: scoped };
+      },
+    },
+    fn,
+    rest as MastraToolOptions<I, R> & Record<string, unknown>,
+  ) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
 }
