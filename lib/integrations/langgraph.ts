@@ -268,7 +268,8 @@ export function idempotentTool<I, R>(
       carriesToolName: true,
       revive,
       toStorable,
-      nested: (input, [config], tool) => config !== null && typeof config === 'object' && !ownToolCall(config, input, tool),
+      nested: (input, [config], tool) =>
+        config !== null && typeof config === 'object' && !ownToolCall(config, input, tool) ? (idOf(config.toolCall?.id) ?? 'unknown id') : undefined,
       identify: (input, [config]) => {
         checkConfig(config, 'the wrapped tool');
         const toolCallId = toolCallIdOfOrThrow(config, 'the wrapped tool');

@@ -117,9 +117,10 @@ export interface Framework<I, Rest extends unknown[]> {
   toStorable?: (result: unknown) => unknown;
   /**
    * A call whose framework context belongs to an enclosing tool call (a nested
-   * `tool.invoke(args, config)`): run it as a step of the enclosing wrapped call.
+   * `tool.invoke(args, config)`): returns that call's id; the call runs as a step of the
+   * enclosing wrapped call.
    */
-  nested?: (input: I, rest: Rest, tool: ToolIdentity) => boolean;
+  nested?: (input: I, rest: Rest, tool: ToolIdentity) => string | undefined;
 }
 
 /** What `identify` may know about the wrapped tool. @internal */
@@ -270,9 +271,8 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
 
   const wrapper = async function (this: unknown, input: I, ...frameworkArgs: Rest): Promise<unknown> {
     const tool: ToolIdentity = { name: fixedName, enclosing: current.getStore() };
-    if (framework.nested?.(input, frameworkArgs, tool)) {
-      return runNested(this, input, frameworkArgs, tool);
-    }
+    const foreign = framework.nested?.(input, frameworkArgs, tool);
+    if (foreign !== undefined) return runNested(this, input, frameworkArgs, foreign);
     let site: CallSite;
     let name: string;
     let key: string;
@@ -317,7 +317,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
   Object.defineProperty(wrapper, 'name', { value: fixedName });
 
   /** A nested call with the enclosing call's framework context: a step of the enclosing wrapped call. */
-  async function runNested(self: unknown, input: I, frameworkArgs: Rest, tool: ToolIdentity): Promise<unknown> {
+  async function runNested(self: unknown, input: I, frameworkArgs: Rest, foreign: string): Promise<unknown> {
     let label: string;
     try {
       label = `tool ${fixedName || 'anonymous'} ${checkEncodable(where, fixedName || 'anonymous tool', pick, input, null)}`;
@@ -333,7 +333,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     if (stepped === undefined) {
       throw configurationError(
         new TypeError(
-          `${where}: this tool was invoked with another tool call's context (${tool.enclosing?.toolCallId ?? 'its tool call'}), ` +
+          `${where}: this tool was invoked with another tool call's context (${foreign}), ` +
             'and has no tool call of its own. Invoke it as its own tool call (tool.invoke({ id, name, args, type: "tool_call" }, config)), ' +
             'or call it from inside a wrapped tool (then it runs as a step of that call).',
         ),
