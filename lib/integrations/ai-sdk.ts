@@ -37,25 +37,22 @@ export interface AiSdkToolOptionsLike {
  * The turn of a tool call: the position of the assistant message that made it (the number
  * of messages before it). While the call executes in the step that produced it, `messages`
  * ends just before that assistant message; when it runs later (an approved call, a
- * resubmitted history) the message is in `messages`. Either way the number is the same for
- * a retry or a resubmission of the same history, and differs for a later turn whose tool
- * call got the same id (providers that restart ids at `call_0` every turn).
+ * resubmitted history) the message is in `messages`, with no result for the call after it.
+ * Either way the number is the same for a retry or a resubmission of the same history, and
+ * differs for a later turn whose tool call got the same id (providers that restart ids at
+ * `call_0` every turn): an earlier call with that id already has its result in `messages`.
  */
 export function turnOf(messages: unknown, toolCallId: string): number | null {
   if (!Array.isArray(messages)) return null;
+  const hasPart = (m: { content?: unknown }, type: string) =>
+    Array.isArray(m.content) && m.content.some((p: { type?: unknown; toolCallId?: unknown } | null) => p !== null && typeof p === 'object' && p.type === type && p.toolCallId === toolCallId);
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i] as { role?: unknown; content?: unknown } | null;
-    if (m === null || typeof m !== 'object' || m.role !== 'assistant' || !Array.isArray(m.content)) continue;
-    if (m.content.some((p: { type?: unknown; toolCallId?: unknown } | null) => p !== null && typeof p === 'object' && p.type === 'tool-call' && p.toolCallId === toolCallId)) {
-      return i;
-    }
+    if (m === null || typeof m !== 'object') continue;
+    if (m.role === 'tool' && hasPart(m, 'tool-result')) break; // an earlier call with this id, finished
+    if (m.role === 'assistant' && hasPart(m, 'tool-call')) return i;
   }
   return messages.length;
-}
-
-export interface AiSdkToolOptionsLike {
-  toolCallId?: string;
-  experimental_context?: unknown;
 }
 
 export interface AiSdkToolOptions<I, R> extends ToolHelperOptions<I, R> {
