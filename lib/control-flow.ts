@@ -9,8 +9,21 @@
 
 export type ThrownKind = 'failure' | 'control-flow' | 'aborted';
 
+/**
+ * A tool that suspended itself (Mastra's `context.agent.suspend()`, which returns rather
+ * than throws): the framework runs it again from the top on resume, so its run is control
+ * flow, not a completion. A helper throws this through the wrapper (so the record is not
+ * completed) and hands `value` back to the framework.
+ */
+export class ToolSuspended extends Error {
+  override readonly name = 'ToolSuspended';
+  constructor(readonly value: unknown) {
+    super('the tool suspended itself; it runs again on resume');
+  }
+}
+
 /** LangGraph's bubble-up errors by name (GraphBubbleUp's subclasses set `name`). */
-const CONTROL_FLOW_NAMES = new Set(['GraphInterrupt', 'NodeInterrupt', 'ParentCommand', 'GraphBubbleUp', 'GraphDrained']);
+const CONTROL_FLOW_NAMES = new Set(['ToolSuspended', 'GraphInterrupt', 'NodeInterrupt', 'ParentCommand', 'GraphBubbleUp', 'GraphDrained']);
 
 /**
  * Abort shapes: the DOM's AbortError (fetch, AbortSignal), its TimeoutError

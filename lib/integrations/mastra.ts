@@ -27,7 +27,7 @@ export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileR
 
 /** The parts of Mastra's `ToolExecutionContext` this helper reads. */
 export interface MastraContextLike {
-  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string };
+  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string; suspend?: unknown };
   abortSignal?: unknown;
   requestContext?: unknown;
   workflow?: { runId?: string };
@@ -61,6 +61,14 @@ export function idempotentTool<I, R>(
       name: 'mastra',
       generator: 'last-yield',
       carriesToolName: false,
+      // A tool that calls context.agent.suspend() runs again from the top on resume: that
+      // run is not a completion (else the resumed run would replay it and never act).
+      prepare: ([context], suspended) => {
+        const suspend = context?.agent?.suspend;
+        if (typeof suspend !== 'function') return [context];
+        const agent = context.agent!;
+        return [{ ...context, agent: { ...agent, suspend: (...args: unknown[]) => (suspended(), suspend.apply(agent, args)) } }];
+      },
       identify: (input, [context]) => {
         const agent = context !== null && typeof context === 'object' ? context.agent : undefined;
         const toolCallId = idOf(agent?.toolCallId);

@@ -17,7 +17,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 import { Unencodable, canonicalJson } from '../canonical.js';
-import { markAborted } from '../control-flow.js';
+import { ToolSuspended, markAborted } from '../control-flow.js';
 import type { IdempotencyEvent } from '../events.js';
 import { type IdempotentFunction, idempotent } from '../idempotent.js';
 import type { IdempotentOptions } from '../options.js';
@@ -121,6 +121,11 @@ export interface Framework<I, Rest extends unknown[]> {
    * enclosing wrapped call.
    */
   nested?: (input: I, rest: Rest, tool: ToolIdentity) => string | undefined;
+  /**
+   * The framework arguments `fn` gets, with the framework's suspend function (if any)
+   * wrapped to call `suspended()` first: a run that suspended itself is not a completion.
+   */
+  prepare?: (rest: Rest, suspended: () => void) => Rest;
 }
 
 /** What `identify` may know about the wrapped tool. @internal */
@@ -135,6 +140,7 @@ const current = new AsyncLocalStorage<ToolCallInfo>();
 
 interface CallState {
   ran: boolean;
+  suspended: boolean;
   self: unknown;
   site: CallSite;
 }
@@ -223,8 +229,10 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
   const inner = async (input: I, _info: ToolCallInfo, state: CallState, frameworkArgs: Rest) => {
     state.ran = true;
     try {
-      let value: unknown = await fn.apply(state.self, [input, ...frameworkArgs]);
+      const args = framework.prepare ? framework.prepare(frameworkArgs, () => (state.suspended = true)) : frameworkArgs;
+      let value: unknown = await fn.apply(state.self, [input, ...args]);
       value = await drained(value, framework.generator);
+      if (state.suspended) throw new ToolSuspended(value);
       return framework.toStorable ? framework.toStorable(value) : value;
     } catch (thrown) {
       const signal = state.site.signal as { aborted?: unknown } | undefined;
@@ -276,7 +284,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     let site: CallSite;
     let name: string;
     let key: string;
-    const state: CallState = { ran: false, self: this, site: undefined as never };
+    const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never };
     let args: Args;
     try {
       site = framework.identify(input, frameworkArgs, tool);
@@ -303,6 +311,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
         result = await current.run(info, () => wrapped(...args));
         break;
       } catch (err) {
+        if (err instanceof ToolSuspended && state.suspended) return err.value; // the framework gets what suspend() gave
         // Past pollTimeoutMs the first run is still going (its owner renews its lease):
         // keep waiting, unless the framework gave up on this call.
         const signal = site.signal as { aborted?: unknown } | undefined;
