@@ -103,4 +103,27 @@ describe.skipIf(!run)(`idempotent-tools/mastra with a running Mastra agent (skip
     expect(done.text).toBe('done');
     expect(charges).toEqual(['charge 500', 'fee 100']);
   });
+
+  it('call_0 reused every turn: the next turn\'s identical call runs', async () => {
+    const { Agent, createTool, Mastra, InMemoryStore } = await mastra();
+    const store = new SqliteStore({ path: tempDb() });
+    const sent: string[] = [];
+    const sendEmail = createTool({
+      id: 'send_email',
+      description: 'email',
+      inputSchema: z.object({ to: z.string(), text: z.string() }),
+      execute: idempotentTool(async function sendEmail(input: { to: string; text: string }) {
+        sent.push(`${input.to}: ${input.text}`);
+        return `sent ${sent.length}`;
+      }, { store, scope: 'conversation-1' }),
+    });
+    const mailer = new Agent({ id: 'mailer', name: 'mailer', instructions: 'mail', model: fakeModel('send_email', { to: 'bob', text: 'hi' }), tools: { sendEmail } });
+    const agent = new Mastra({ agents: { mailer }, storage: new InMemoryStore(), logger: false }).getAgent('mailer');
+    let history: unknown[] = [];
+    for (let turn = 1; turn <= 3; turn++) {
+      const r = await agent.generate([...history, { role: 'user', content: `turn ${turn}` }]);
+      history = r.messages;
+    }
+    expect(sent).toHaveLength(3);
+  });
 });

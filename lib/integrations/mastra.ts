@@ -21,13 +21,14 @@
  * ```
  */
 
+import { turnOf } from './ai-sdk.js';
 import { type Json, type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
 /** The parts of Mastra's `ToolExecutionContext` this helper reads. */
 export interface MastraContextLike {
-  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string; suspend?: unknown };
+  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string; suspend?: unknown; messages?: unknown[] };
   abortSignal?: unknown;
   requestContext?: unknown;
   workflow?: { runId?: string };
@@ -92,7 +93,9 @@ export function idempotentTool<I, R>(
           }
           scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
         }
-        return { framework: 'mastra', toolCallId, signal: context.abortSignal, scope: scoped };
+        // The turn (the position of the assistant message that made the call, as for the AI
+        // SDK, whose message format Mastra passes): call ids that repeat every turn differ.
+        return { framework: 'mastra', toolCallId, signal: context.abortSignal, scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) } };
       },
     },
     fn,
