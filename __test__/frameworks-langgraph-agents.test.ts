@@ -259,6 +259,29 @@ describe('a tool that returns a Command', () => {
   });
 });
 
+describe('a tool that returns a ToolMessage', () => {
+  it('replayed, it is a ToolMessage again (content, artifact and status kept), not JSON text', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const charges: string[] = [];
+    const pay = tool(
+      idempotentTool(async function sendPayment(input: { orderId: string }, config) {
+        charges.push(input.orderId);
+        return new ToolMessage({ content: 'paid', artifact: { receipt: `r-${charges.length}` }, tool_call_id: String(config.toolCall?.id), name: 'send_payment' });
+      }, { store }),
+      { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+    );
+    const ask = tool(async () => interrupt('ok?'), { name: 'ask_human', description: 'ask', schema: z.object({}) });
+    const graph = graphOf(new ScriptedChatModel([{ id: 'call_pay', name: 'send_payment', args: { orderId: 'o-1' } }, { id: 'call_ask', name: 'ask_human', args: {} }]), [pay, ask]);
+    const config = { configurable: { thread_id: 'thread-toolmessage' } };
+    await graph.invoke({ messages: [new HumanMessage('pay')] }, config);
+    const out = await graph.invoke(new Command({ resume: 'yes' }), config);
+    expect(charges).toEqual(['o-1']);
+    const paid = toolMessages(out).find((m) => m.name === 'send_payment')!;
+    expect(paid.content).toBe('paid');
+    expect(paid.artifact).toEqual({ receipt: 'r-1' });
+  });
+});
+
 describe('providers that restart tool call ids at call_0 every turn', () => {
   for (const handWritten of [true, false]) {
     it(`turn 7's identical call runs (${handWritten ? 'a hand-written tools node' : 'ToolNode with Send'})`, async () => {

@@ -69,6 +69,31 @@ describe.each(stores)('step() on %s', (_kind, open) => {
     await store.close();
   });
 
+  it('two runs of one call at once (onDuplicate "retry") share each step: it runs once', async () => {
+    const store = await open();
+    let stepRuns = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let reached = 0;
+    let bothReached!: () => void;
+    const both = new Promise<void>((r) => (bothReached = r));
+    const f = idempotent(async function twice() {
+      if (++reached === 2) bothReached();
+      return step('charge', async () => {
+        stepRuns++;
+        await gate;
+        return 'ch-1';
+      });
+    }, { store, onDuplicate: 'retry', leaseMs: 5000 });
+    const a = f();
+    const b = f();
+    await both;
+    release();
+    expect(await Promise.all([a, b])).toEqual(['ch-1', 'ch-1']);
+    expect(stepRuns).toBe(1);
+    await store.close();
+  });
+
   it('inside a step, currentKey() is the step\'s own key: distinct per label and per call', async () => {
     const store = await open();
     const keys: string[] = [];
