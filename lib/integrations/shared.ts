@@ -20,7 +20,7 @@ import { Unencodable, canonicalJson } from '../canonical.js';
 import { ToolSuspended, markAborted } from '../control-flow.js';
 import type { IdempotencyEvent } from '../events.js';
 import { type IdempotentFunction, idempotent } from '../idempotent.js';
-import type { IdempotentOptions } from '../options.js';
+import { type IdempotentOptions, resolveOptions } from '../options.js';
 import { stepOfRunningCall } from '../step.js';
 import type { RecordMeta } from '../store.js';
 
@@ -143,6 +143,18 @@ interface CallState {
   suspended: boolean;
   self: unknown;
   site: CallSite;
+  /** Runs the helper's tool function (the body of `runTool`). */
+  exec: (state: CallState, input: unknown, frameworkArgs: unknown[]) => Promise<unknown>;
+}
+
+/**
+ * The one function every helper hands to `idempotent()`: what it runs travels in the
+ * call's state. Tools are rebuilt per request, so the function the core sees for a name
+ * must be the same every time; different tools are told apart by the tool call id in the key.
+ */
+async function runTool(input: unknown, _info: ToolCallInfo, state: CallState, frameworkArgs: unknown[]): Promise<unknown> {
+  state.ran = true;
+  return state.exec(state, input, frameworkArgs);
 }
 
 const KNOWN_OPTIONS = new Set([
@@ -155,7 +167,7 @@ function coreAccepts(option: string): boolean {
   let known = coreTakes.get(option);
   if (known === undefined) {
     try {
-      idempotent(function probe() {}, { [option]: () => undefined } as IdempotentOptions);
+      resolveOptions(function probe() {}, { [option]: () => undefined } as IdempotentOptions);
       known = true;
     } catch {
       known = false;
@@ -226,11 +238,10 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     return err;
   };
 
-  const inner = async (input: I, _info: ToolCallInfo, state: CallState, frameworkArgs: Rest) => {
-    state.ran = true;
+  const exec = async (state: CallState, input: unknown, frameworkArgs: unknown[]) => {
     try {
-      const args = framework.prepare ? framework.prepare(frameworkArgs, () => (state.suspended = true)) : frameworkArgs;
-      let value: unknown = await fn.apply(state.self, [input, ...args]);
+      const args = framework.prepare ? framework.prepare(frameworkArgs as Rest, () => (state.suspended = true)) : frameworkArgs;
+      let value: unknown = await fn.apply(state.self, [input as I, ...(args as Rest)]);
       value = await drained(value, framework.generator);
       if (state.suspended) throw new ToolSuspended(value);
       return framework.toStorable ? framework.toStorable(value) : value;
@@ -240,12 +251,9 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       throw thrown;
     }
   };
-  Object.defineProperty(inner, 'name', { value: fixedName });
 
   const byName = new Map<string, IdempotentFunction<Args, Promise<unknown>>>();
-  const coreFor = (name: string) => {
-    let wrapped = byName.get(name);
-    if (wrapped !== undefined) return wrapped;
+  const coreOptions = (name: string) => {
     const core: IdempotentOptions<Args> & Record<string, unknown> = {
       ...(rest as IdempotentOptions<Args>),
       name,
@@ -270,12 +278,19 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
         scope: typeof info.scope === 'string' ? info.scope : JSON.stringify(info.scope),
       });
     }
-    wrapped = idempotent<Args, Promise<unknown>>(inner, core);
-    byName.set(name, wrapped);
+    return core;
+  };
+  const coreFor = (name: string) => {
+    let wrapped = byName.get(name);
+    if (wrapped === undefined) {
+      wrapped = idempotent<Args, Promise<unknown>>(runTool as (...args: Args) => Promise<unknown>, coreOptions(name));
+      byName.set(name, wrapped);
+    }
     return wrapped;
   };
   // Options are checked at wrap time, whatever the name will be.
-  coreFor(fixedName || 'anonymous tool');
+  if (fixedName !== '') coreFor(fixedName);
+  else resolveOptions(runTool, coreOptions('anonymous tool'));
 
   const wrapper = async function (this: unknown, input: I, ...frameworkArgs: Rest): Promise<unknown> {
     const tool: ToolIdentity = { name: fixedName, enclosing: current.getStore() };
@@ -284,7 +299,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     let site: CallSite;
     let name: string;
     let key: string;
-    const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never };
+    const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never, exec };
     let args: Args;
     try {
       site = framework.identify(input, frameworkArgs, tool);
