@@ -366,6 +366,27 @@ describe('configuration errors reach the developer', () => {
   });
 });
 
+describe('a schema that transforms the input', () => {
+  it('the tool call is still this tool\'s own (same name, same shape): a re-run replays', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const sent: string[] = [];
+    const email = tool(
+      idempotentTool(async function send_email(input: { to: string }) {
+        sent.push(input.to);
+        return 'sent';
+      }, { store }),
+      { name: 'send_email', description: 'email', schema: z.object({ to: z.string().transform((s) => s.toLowerCase()) }) },
+    );
+    const ask = tool(async () => interrupt('ok?'), { name: 'ask_human', description: 'ask', schema: z.object({}) });
+    const graph = graphOf(new ScriptedChatModel([{ id: 'call_mail', name: 'send_email', args: { to: 'Bob@Example.com' } }, { id: 'call_ask', name: 'ask_human', args: {} }]), [email, ask]);
+    const config = { configurable: { thread_id: 'thread-transform' } };
+    await graph.invoke({ messages: [new HumanMessage('mail bob')] }, config);
+    const out = await graph.invoke(new Command({ resume: 'yes' }), config);
+    expect(sent).toEqual(['bob@example.com']);
+    expect(toolMessages(out).find((m) => m.name === 'send_email')?.content).toBe('sent');
+  });
+});
+
 describe('anonymous tool functions', () => {
   it('tool(idempotentTool(async (input) => ...), { name }) takes the name from the tool call', async () => {
     const store = new SqliteStore({ path: tempDb() });

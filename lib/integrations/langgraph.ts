@@ -186,12 +186,19 @@ function argsAgree(args: unknown, input: unknown): boolean {
   }
 }
 
+/** Every key of the framework's args is a key of the input (a schema may change values, not names). */
+function sameShape(args: unknown, input: unknown): boolean {
+  if (args === null || typeof args !== 'object' || Array.isArray(args) || input === null || typeof input !== 'object') return false;
+  return Object.keys(args).every((k) => Object.prototype.hasOwnProperty.call(input, k));
+}
+
 /**
  * Whether `config.toolCall` is this tool's own call. A nested `tool.invoke(args, config)`
  * passes the enclosing tool's config on, and with it the enclosing call's `toolCall`:
  * trusting it would give two identical inner calls one key. It is this tool's call when
  * it is not the enclosing wrapped call's, and its name matches this tool's (and its args,
- * when present, agree with the input); for an anonymous tool, when its args agree.
+ * when present, have the input's shape: a schema may transform values); otherwise only
+ * when its args agree with the input value for value.
  */
 function ownToolCall(config: LangGraphConfigLike, input: unknown, tool: ToolIdentity): boolean {
   const call = config.toolCall;
@@ -200,9 +207,11 @@ function ownToolCall(config: LangGraphConfigLike, input: unknown, tool: ToolIden
   if (id !== undefined && tool.enclosing?.framework === 'langgraph' && tool.enclosing.toolCallId === id) return false;
   const argsPresent = call.args !== undefined;
   if (typeof call.name !== 'string' && !argsPresent) return true; // a bare { id }: nothing to tell it by
-  const agree = argsPresent && argsAgree(call.args, input);
-  if (tool.name !== '' && typeof call.name === 'string' && sameName(call.name, tool.name)) return !argsPresent || agree;
-  return agree;
+  if (tool.name !== '' && typeof call.name === 'string' && sameName(call.name, tool.name)) {
+    // The schema may transform values (trim, lowercase, defaults): the shape must agree.
+    return !argsPresent || argsAgree(call.args, input) || sameShape(call.args, input);
+  }
+  return argsPresent && argsAgree(call.args, input);
 }
 
 /**
