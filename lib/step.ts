@@ -12,10 +12,11 @@
  */
 
 import { type RunningCall, running } from './call-context.js';
+import * as canonical from './canonical.js';
 import { Unencodable, canonicalJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
 import { KeyMismatchError, StoreError, asStoreError } from './errors.js';
-import { keepLease } from './lease.js';
+import { type Lease, keepLease } from './lease.js';
 import * as native from './native.js';
 import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -93,12 +94,13 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
   try {
     for (;;) {
       let claim: AcquireResult;
+      const sentAt = performance.now();
       try {
         claim = await store.acquire({ key, name, fingerprint, leaseMs, ttlMs, force: false });
       } catch (err) {
         throw asStoreError(err, key);
       }
-      if (claim.acquired) return await execute(call, { key, name }, claim.token, fn);
+      if (claim.acquired) return await execute(call, { key, name }, claim.token, sentAt, fn);
       const record = claim.record;
       if (record.fingerprint !== fingerprint) {
         throw new KeyMismatchError(`idempotent-tools: the key of step "${label}" of "${call.name}" (${key}) is held by another record, "${record.name}"`, { key });
@@ -134,11 +136,25 @@ function errorOf(thrown: unknown): RecordError {
   return { name: 'NonErrorThrown', message };
 }
 
-async function execute<T>(call: RunningCall, self: { key: string; name: string }, token: string, fn: () => T): Promise<Awaited<T>> {
+/**
+ * The result's stored text: the core's result encoder (the value's own key order) where
+ * the core has one, else canonical JSON. (Bridges the protocol branch's resultJson.)
+ */
+function encodeResult(value: unknown): string {
+  const encode = (canonical as { resultJson?: (value: unknown) => string }).resultJson ?? canonicalJson;
+  return encode(value);
+}
+
+/** The core's lease keeper; newer cores also take when the claim was made and a lost-lease callback. */
+function leaseFor(store: RunningCall['store'], key: string, token: string, leaseMs: number, claimedAt: number): Lease {
+  return (keepLease as (...args: unknown[]) => Lease)(store, key, token, leaseMs, claimedAt, () => {});
+}
+
+async function execute<T>(call: RunningCall, self: { key: string; name: string }, token: string, claimedAt: number, fn: () => T): Promise<Awaited<T>> {
   const { store, leaseMs, ttlMs } = call;
   const { key, name } = self;
   const startedAt = performance.now();
-  const lease = keepLease(store, key, token, leaseMs);
+  const lease = leaseFor(store, key, token, leaseMs, claimedAt);
   let value: Awaited<T>;
   try {
     value = await running.run({ ...call, key, name }, fn);
@@ -164,7 +180,7 @@ async function execute<T>(call: RunningCall, self: { key: string; name: string }
   let unstorable: RecordError | undefined;
   if (value !== undefined) {
     try {
-      resultJson = canonicalJson(value);
+      resultJson = encodeResult(value);
     } catch (err) {
       if (!(err instanceof Unencodable)) throw err;
       unstorable = {

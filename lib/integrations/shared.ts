@@ -69,7 +69,7 @@ export type ToolReconcileAnswer<R> = { happened: true; result: Awaited<R> } | { 
 
 /** The options every helper takes: `idempotent()`'s, except the ones the helper sets itself. */
 export interface ToolHelperOptions<I, R>
-  extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent' | 'onDuplicate'> {
+  extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent' | 'onDuplicate' | 'reconcile' | 'meta'> {
   /**
    * What a re-run does while the first run of the same tool call is still in flight:
    * `'block'` (the default) waits for its result, for as long as its owner holds the lease;
