@@ -208,3 +208,39 @@ describe('an aborted stream, retried, with a tool that forwards abortSignal', ()
     expect(toolResults(retry)).toEqual([expect.objectContaining({ output: { type: 'json', value: { charge: 'ch-1' } } })]);
   });
 });
+
+/** The core's `meta` option (the protocol branch): each helper says where a record's call came from. */
+const coreHasMeta = (() => {
+  try {
+    lib.idempotent(function probe() {}, { meta: () => ({}) } as never);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('record metadata', () => {
+  it.skipIf(!coreHasMeta)('each claim carries the framework, the tool call id and the conversation as its scope', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const metas: unknown[] = [];
+    // The real store, with its acquire requests noted on the way.
+    const noting = {
+      get: store.get.bind(store),
+      acquire: (request: Parameters<typeof store.acquire>[0]) => (metas.push(request.meta), store.acquire(request)),
+      complete: store.complete.bind(store),
+      fail: store.fail.bind(store),
+      renew: store.renew.bind(store),
+      listRecords: store.listRecords.bind(store),
+      clear: store.clear.bind(store),
+      close: store.close.bind(store),
+    };
+    const tools = {
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string() }),
+        execute: idempotentTool(async function sendPayment() { return 'ok'; }, { store: noting, scope: 'chat-9' }),
+      }),
+    };
+    await generateText({ model: fakeModel('send_payment', { orderId: 'o-1' }), tools, messages: [{ role: 'user', content: 'pay' }] });
+    expect(metas).toEqual([expect.objectContaining({ framework: 'ai-sdk', toolCallId: 'call_0', scope: 'chat-9' })]);
+  });
+});

@@ -275,7 +275,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       core.meta = (_input: I, info: ToolCallInfo): RecordMeta => ({
         framework: info.framework,
         toolCallId: info.toolCallId,
-        scope: typeof info.scope === 'string' ? info.scope : JSON.stringify(info.scope),
+        scope: scopeLabel(info.scope),
       });
     }
     return core;
@@ -369,6 +369,21 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
   }
 
   return wrapper;
+}
+
+/**
+ * The scope as `inspect --scope` shows and filters it: the thread, chat or conversation id,
+ * which each helper puts first in its scope (`{ thread, checkpoint_ns, message }`,
+ * `{ chat, turn }`, `{ conversation, ... }`); a scope of another shape as JSON.
+ */
+export function scopeLabel(scope: Json): string {
+  let value: Json = scope;
+  for (let depth = 0; depth < 4 && value !== null && typeof value === 'object' && !Array.isArray(value); depth++) {
+    const first = Object.values(value)[0];
+    if (first === undefined) break;
+    value = first;
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
 /** Checks that the payload (and scope) can be keyed; a TypeError that points at "payload" otherwise. Returns the payload's JSON. */
