@@ -83,10 +83,14 @@ export function stepOfRunningCall<T>(base: string, fn: () => T): Promise<Awaited
 
 async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promise<Awaited<T>> {
   const { store, leaseMs, ttlMs } = call;
-  const name = `${call.name}.step(${JSON.stringify(label)})`;
+  // The record's name, for inspect: a long label (a nested tool call's input) is shortened
+  // there, by code points; the key and fingerprint hash the whole label.
+  const points = Array.from(label);
+  const shown = points.length > 120 ? `${points.slice(0, 117).join('')}...` : label;
+  const name = `${call.name}.step(${JSON.stringify(shown)})`;
   // The step's key: SHA-256 over the call's key and the label (native hashing, the same as
   // a derived call key), so a step never shares a record with a call or another step.
-  const both = native.callHashes(name, canonicalJson({ step: call.key }), canonicalJson(label));
+  const both = native.callHashes(`${call.name}.step`, canonicalJson({ step: call.key }), canonicalJson(label));
   const fingerprint = both.slice(0, 64);
   const key = both.slice(64);
 
