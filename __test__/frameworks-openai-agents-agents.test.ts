@@ -88,4 +88,22 @@ describe('idempotent-tools/openai-agents in agents', () => {
     }
     expect(payments).toHaveLength(3);
   });
+
+  it('an anonymous execute takes its name from the tool call', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const payments: unknown[] = [];
+    const sendPayment = tool({
+      name: 'send_payment',
+      description: 'charge',
+      parameters: z.object({ orderId: z.string() }),
+      execute: idempotentTool(async (input: { orderId: string }) => {
+        payments.push(input);
+        return 'ok';
+      }, { store, scope: 'conv-1' }),
+    });
+    const agent = new Agent<Ctx>({ name: 'payer', model: new ScriptedModel(), tools: [sendPayment] });
+    await new Runner().run(agent, 'pay', { context: { conversationId: 'conv-1' } });
+    expect(payments).toHaveLength(1);
+    expect((await store.listRecords()).map((r) => r.name)).toEqual(['send_payment']);
+  });
 });
