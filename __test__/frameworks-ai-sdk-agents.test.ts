@@ -244,3 +244,41 @@ describe('record metadata', () => {
     expect(metas).toEqual([expect.objectContaining({ framework: 'ai-sdk', toolCallId: 'call_0', scope: 'chat-9' })]);
   });
 });
+
+/** LeaseLostError (the protocol branch's core): a run whose claim was taken over while it ran. */
+const coreHasLeaseLost = typeof (lib as Record<string, unknown>).LeaseLostError === 'function';
+
+describe('a run whose claim was taken over while it ran', () => {
+  it.skipIf(!coreHasLeaseLost)('gets the recorded outcome, not an error the model would answer by calling again', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const charges: string[] = [];
+    let arrived!: () => void;
+    const firstArrived = new Promise<void>((r) => (arrived = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    // Tools are built per request; the second request's tools claim a key in flight ('retry').
+    const toolsFor = (onDuplicate: 'block' | 'retry') => ({
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string() }),
+        execute: idempotentTool(async function sendPayment(input: { orderId: string }) {
+          charges.push(input.orderId);
+          const n = charges.length;
+          if (n === 1) {
+            arrived();
+            await gate; // the first run is paused past its claim
+          }
+          return { charge: `ch-${n}` };
+        }, { store, scope: 'chat-1', onDuplicate }),
+      }),
+    });
+    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
+    const first = generateText({ model, tools: toolsFor('block'), messages });
+    await firstArrived;
+    const second = await generateText({ model, tools: toolsFor('retry'), messages });
+    release();
+    const a = await first;
+    expect(toolResults(second)).toEqual([expect.objectContaining({ output: { type: 'json', value: { charge: 'ch-2' } } })]);
+    expect(toolResults(a)).toEqual(toolResults(second)); // the recorded outcome, not LeaseLostError
+  });
+});

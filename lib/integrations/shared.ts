@@ -321,17 +321,28 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     const wrapped = coreFor(name);
     const info = args[1];
     let result: unknown;
+    let leaseLost = false;
     for (;;) {
       try {
         result = await current.run(info, () => wrapped(...args));
         break;
       } catch (err) {
         if (err instanceof ToolSuspended && state.suspended) return err.value; // the framework gets what suspend() gave
-        // Past pollTimeoutMs the first run is still going (its owner renews its lease):
-        // keep waiting, unless the framework gave up on this call.
         const signal = site.signal as { aborted?: unknown } | undefined;
-        const stillRunning = (err as { code?: unknown; key?: unknown } | null)?.code === 'IN_FLIGHT_TIMEOUT' && (err as { key?: unknown }).key === key;
-        if (!stillRunning || (signal !== null && typeof signal === 'object' && signal.aborted === true)) throw err;
+        if (signal !== null && typeof signal === 'object' && signal.aborted === true) throw err;
+        const code = (err as { code?: unknown; key?: unknown } | null)?.code;
+        if ((err as { key?: unknown }).key !== key) throw err;
+        // Past pollTimeoutMs the first run is still going (its owner renews its lease): keep waiting.
+        if (code === 'IN_FLIGHT_TIMEOUT') continue;
+        // This run's claim was taken over while it ran (its owner paused past the lease, or
+        // a 'retry' call claimed it): the record holds the other run's outcome. Hand that to
+        // the framework, not an error the model would answer by calling the tool again.
+        // (Not with 'retry': calling again would claim the key and run once more.)
+        if (code === 'LEASE_LOST' && !leaseLost && rest.onDuplicate !== 'retry') {
+          leaseLost = true;
+          continue;
+        }
+        throw err;
       }
     }
     if (framework.revive) result = await framework.revive(result);
