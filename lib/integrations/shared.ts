@@ -420,8 +420,8 @@ function checkEncodable<I>(where: string, name: string, pick: (input: I) => unkn
   return json;
 }
 
-function isAsyncIterator(value: unknown): value is AsyncIterator<unknown> & AsyncIterable<unknown> {
-  return value !== null && typeof value === 'object' && typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' && typeof (value as AsyncIterator<unknown>).next === 'function';
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return value !== null && typeof value === 'object' && typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function';
 }
 
 function isGenerator(value: unknown): value is Generator<unknown> {
@@ -429,13 +429,15 @@ function isGenerator(value: unknown): value is Generator<unknown> {
 }
 
 /**
- * A generator's final value: the tool's body runs inside its record (the generator object
- * itself is not a result). LangChain's streamed tools end with their return value; the AI
- * SDK's preliminary results end with their last yield.
+ * A generator's (or any async iterable's) final value: the tool's body runs inside its
+ * record (the iterable itself is not a result). LangChain's streamed tools end with their
+ * return value; the AI SDK's preliminary results end with their last yield.
  */
 async function drained(value: unknown, mode: GeneratorResult): Promise<unknown> {
-  if (!isAsyncIterator(value) && !isGenerator(value)) return value;
-  const it = value as AsyncIterator<unknown> | Iterator<unknown>;
+  let it: AsyncIterator<unknown> | Iterator<unknown>;
+  if (isAsyncIterable(value)) it = value[Symbol.asyncIterator]();
+  else if (isGenerator(value)) it = value;
+  else return value;
   let last: unknown;
   for (;;) {
     const step = await it.next();
