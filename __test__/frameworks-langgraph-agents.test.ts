@@ -259,6 +259,50 @@ describe('a tool that returns a Command', () => {
   });
 });
 
+describe('a handoff: a tool in a subgraph returns Command({ graph: Command.PARENT, goto })', () => {
+  it('replayed, the handoff still goes to the parent graph\'s node', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const handoffs: string[] = [];
+    const transfer = tool(
+      idempotentTool(async function transferToBilling(input: { reason: string }, config) {
+        handoffs.push(input.reason);
+        return new Command({
+          graph: Command.PARENT,
+          goto: 'billing',
+          update: { messages: [new ToolMessage({ content: 'handed off', tool_call_id: String(config.toolCall?.id), name: 'transfer_to_billing' })] },
+        });
+      }, { store }),
+      { name: 'transfer_to_billing', description: 'hand off', schema: z.object({ reason: z.string() }) },
+    );
+    const ask = tool(async () => interrupt('ok?'), { name: 'ask_human', description: 'ask', schema: z.object({}) });
+    const model = new ScriptedChatModel([{ id: 'call_t', name: 'transfer_to_billing', args: { reason: 'refund' } }, { id: 'call_ask', name: 'ask_human', args: {} }]);
+    const support = new StateGraph(MessagesAnnotation)
+      .addNode('agent', async (state) => ({ messages: [await model.invoke(state.messages)] }))
+      .addNode('tools', new ToolNode([transfer, ask]))
+      .addEdge(START, 'agent')
+      .addEdge('agent', 'tools')
+      .addEdge('tools', END)
+      .compile();
+    const billingRuns: number[] = [];
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode('support', support, { ends: ['billing'] })
+      .addNode('billing', async () => {
+        billingRuns.push(1);
+        return { messages: [new AIMessage('billing here')] };
+      })
+      .addEdge(START, 'support')
+      .addEdge('billing', END)
+      .compile({ checkpointer: new MemorySaver() });
+    const config = { configurable: { thread_id: 'thread-handoff' } };
+    await graph.invoke({ messages: [new HumanMessage('I want a refund')] }, config); // the sibling interrupts
+    const out = await graph.invoke(new Command({ resume: 'yes' }), config); // the handoff is replayed
+
+    expect(handoffs).toEqual(['refund']);
+    expect(billingRuns).toEqual([1]);
+    expect(out.messages.at(-1)?.content).toBe('billing here');
+  });
+});
+
 describe('a tool that returns a ToolMessage', () => {
   it('replayed, it is a ToolMessage again (content, artifact and status kept), not JSON text', async () => {
     const store = new SqliteStore({ path: tempDb() });
