@@ -177,6 +177,29 @@ describe('a nested tool.invoke(args, config) inside a wrapped tool', () => {
     expect(toolMessages(out).map((m) => m.content)).toEqual([JSON.stringify(['shipment-1', 'shipment-2'])]);
   });
 
+  it('called without a config (tool.invoke(args)) inside a wrapped tool: each call runs once, as a step', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const shipments: string[] = [];
+    const ship = shipping(store, shipments);
+    let outerRuns = 0;
+    const order = tool(
+      idempotentTool(async function fulfil(input: { sku: string }) {
+        outerRuns++;
+        const a = await ship.invoke({ sku: input.sku });
+        const b = await ship.invoke({ sku: input.sku });
+        if (outerRuns === 1) interrupt('confirm delivery?');
+        return [a, b];
+      }, { store }),
+      { name: 'fulfil', description: 'fulfil', schema: z.object({ sku: z.string() }) },
+    );
+    const graph = graphOf(new ScriptedChatModel([{ id: 'call_f', name: 'fulfil', args: { sku: 'mug' } }]), [order, ship]);
+    const config = { configurable: { thread_id: 'thread-nested-bare' } };
+    await graph.invoke({ messages: [new HumanMessage('two mugs')] }, config);
+    const out = await graph.invoke(new Command({ resume: 'yes' }), config);
+    expect(shipments).toEqual(['mug', 'mug']);
+    expect(toolMessages(out).map((m) => m.content)).toEqual([JSON.stringify(['shipment-1', 'shipment-2'])]);
+  });
+
   it('inside a tool that is not wrapped: a clear TypeError (and nothing ships)', async () => {
     const store = new SqliteStore({ path: tempDb() });
     const shipments: string[] = [];

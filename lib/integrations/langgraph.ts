@@ -14,6 +14,7 @@
  * ```
  */
 
+import { running } from '../call-context.js';
 import { canonicalJson } from '../canonical.js';
 import {
   type Json,
@@ -277,8 +278,14 @@ export function idempotentTool<I, R>(
       carriesToolName: true,
       revive,
       toStorable,
-      nested: (input, [config], tool) =>
-        config !== null && typeof config === 'object' && !ownToolCall(config, input, tool) ? (idOf(config.toolCall?.id) ?? 'unknown id') : undefined,
+      nested: (input, [config], tool) => {
+        if (config === null || typeof config !== 'object') return undefined;
+        if (!ownToolCall(config, input, tool)) return idOf(config.toolCall?.id) ?? 'unknown id';
+        // `tool.invoke(args)` inside a wrapped function, without a config: no tool call of its
+        // own, but an enclosing call to be a step of.
+        if (toolCallIdOf(config) === undefined && running.getStore() !== undefined) return 'none';
+        return undefined;
+      },
       identify: (input, [config]) => {
         checkConfig(config, 'the wrapped tool');
         const toolCallId = toolCallIdOfOrThrow(config, 'the wrapped tool');
