@@ -14,4 +14,12 @@ describe('framework examples', () => {
       expect(r.stdout).toMatch(/replayed/);
     });
   }
+
+  it('examples/langgraph/confirm-act.mjs: confirm, act, confirm, act; each transfer once', async () => {
+    const r = await runNode(['examples/langgraph/confirm-act.mjs']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/transfers so far: 1\n[^]*transfers so far: 2\n/);
+    expect(r.stdout).toMatch(/transfers: 2\n/);
+  });
 });

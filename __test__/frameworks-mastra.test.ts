@@ -1,5 +1,5 @@
-// idempotent-tools/mastra. NOT end to end: @mastra/core 1.x declares engines node >=22.13.0
-// and this project runs on Node 20, so it is not a dev dependency. These tests call the
+// idempotent-tools/mastra against Mastra's context shape (the end-to-end test with a running
+// Mastra agent is frameworks-mastra-agent.test.ts, run by .ci/mastra.sh). These tests call the
 // wrapped execute the way Mastra 1.x's tool executor does (execute(inputData, context),
 // with context.agent = { agentId, toolCallId, threadId, resourceId, resumeData, ... }, as
 // typed in @mastra/core/dist/tools/types.d.ts, AgentToolExecutionContext).

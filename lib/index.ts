@@ -7,6 +7,7 @@ export { idempotent } from './idempotent.js';
 export type { IdempotentFunction } from './idempotent.js';
 export type { IdempotentOptions, OnDuplicate, ReconcileAttempt, ReconcileOutcome } from './options.js';
 export { currentKey } from './call-context.js';
+export { step } from './step.js';
 export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
 export { projectNamespace } from './project.js';
 export { RedisStore } from './redis-store.js';

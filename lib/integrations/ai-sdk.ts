@@ -23,12 +23,36 @@
 
 import { type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
 
-export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './shared.js';
+export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
 /** The parts of the AI SDK's `ToolExecutionOptions` this helper reads. */
 export interface AiSdkToolOptionsLike {
   toolCallId?: string;
   experimental_context?: unknown;
+  messages?: unknown[];
+  abortSignal?: unknown;
+}
+
+/**
+ * The turn of a tool call: the position of the assistant message that made it (the number
+ * of messages before it). While the call executes in the step that produced it, `messages`
+ * ends just before that assistant message; when it runs later (an approved call, a
+ * resubmitted history) the message is in `messages`, with no result for the call after it.
+ * Either way the number is the same for a retry or a resubmission of the same history, and
+ * differs for a later turn whose tool call got the same id (providers that restart ids at
+ * `call_0` every turn): an earlier call with that id already has its result in `messages`.
+ */
+export function turnOf(messages: unknown, toolCallId: string): number | null {
+  if (!Array.isArray(messages)) return null;
+  const hasPart = (m: { content?: unknown }, type: string) =>
+    Array.isArray(m.content) && m.content.some((p: { type?: unknown; toolCallId?: unknown } | null) => p !== null && typeof p === 'object' && p.type === type && p.toolCallId === toolCallId);
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { role?: unknown; content?: unknown } | null;
+    if (m === null || typeof m !== 'object') continue;
+    if (m.role === 'tool' && hasPart(m, 'tool-result')) break; // an earlier call with this id, finished
+    if (m.role === 'assistant' && hasPart(m, 'tool-call')) return i;
+  }
+  return messages.length;
 }
 
 export interface AiSdkToolOptions<I, R> extends ToolHelperOptions<I, R> {
@@ -44,11 +68,13 @@ const HINT =
   'pass { scope: chatId } when you build the tools for a request, or { scope: (input, options) => options.experimental_context.chatId }.';
 
 /**
- * Wraps an AI SDK `execute(input, options)`: the key comes from the scope, `options.toolCallId`
- * and the input; the options object (messages, abort signal) is passed through but never
- * serialized into the key. A missing scope is a TypeError at wrap time (or at call time
- * when the scope function returns nothing); a call without a `toolCallId` (called by hand,
- * outside `generateText`/`streamText`) is a TypeError.
+ * Wraps an AI SDK `execute(input, options)`: the key comes from the scope, the turn (see
+ * `turnOf`), `options.toolCallId` and the input; the options object (messages, abort
+ * signal) is passed through but never serialized into the key. A missing scope is a
+ * TypeError at wrap time (or at call time when the scope function returns nothing, also
+ * a process warning); a call without a `toolCallId` (called by hand, outside
+ * `generateText`/`streamText`) is a TypeError. An async generator `execute` (preliminary
+ * results) runs inside its record and its last value is the result.
  */
 export function idempotentTool<I, R>(
   fn: (input: I, options: AiSdkToolOptionsLike) => R,
@@ -61,14 +87,24 @@ export function idempotentTool<I, R>(
         `The AI SDK has no conversation id and tool call ids repeat across conversations; ${HINT}`,
     );
   }
-  return wrapToolCall<I, [AiSdkToolOptionsLike], R>('ai-sdk', fn, rest, (input, [execOptions]) => {
-    const toolCallId = idOf(execOptions?.toolCallId);
-    if (toolCallId === undefined) {
-      throw new TypeError(
-        `idempotent-tools/ai-sdk: the tool was called without a toolCallId (its second argument is ${execOptions === null || typeof execOptions !== 'object' ? describe(execOptions) : 'an object without toolCallId'}). ` +
-          'Let generateText/streamText call it, or pass { toolCallId } yourself when you call execute directly.',
-      );
-    }
-    return { framework: 'ai-sdk', toolCallId, scope: resolveScope('ai-sdk', scope, [input, execOptions], HINT) };
-  }) as (input: I, options: AiSdkToolOptionsLike) => Promise<Awaited<R>>;
+  return wrapToolCall<I, [AiSdkToolOptionsLike], R>(
+    {
+      name: 'ai-sdk',
+      generator: 'last-yield',
+      carriesToolName: false,
+      identify: (input, [execOptions]) => {
+        const toolCallId = idOf(execOptions?.toolCallId);
+        if (toolCallId === undefined) {
+          throw new TypeError(
+            `idempotent-tools/ai-sdk: the tool was called without a toolCallId (its second argument is ${execOptions === null || typeof execOptions !== 'object' ? describe(execOptions) : 'an object without toolCallId'}). ` +
+              'Let generateText/streamText call it, or pass { toolCallId } yourself when you call execute directly.',
+          );
+        }
+        const chat = resolveScope('ai-sdk', scope, [input, execOptions], HINT);
+        return { framework: 'ai-sdk', toolCallId, signal: execOptions.abortSignal, scope: { chat, turn: turnOf(execOptions.messages, toolCallId) } };
+      },
+    },
+    fn,
+    rest as AiSdkToolOptions<I, R> & Record<string, unknown>,
+  ) as (input: I, options: AiSdkToolOptionsLike) => Promise<Awaited<R>>;
 }

@@ -21,13 +21,15 @@
  * ```
  */
 
+import { turnOf } from './ai-sdk.js';
 import { type Json, type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
 
-export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './shared.js';
+export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
 /** The parts of Mastra's `ToolExecutionContext` this helper reads. */
 export interface MastraContextLike {
-  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string };
+  agent?: { toolCallId?: string; threadId?: string; resourceId?: string; agentId?: string; suspend?: unknown; messages?: unknown[] };
+  abortSignal?: unknown;
   requestContext?: unknown;
   workflow?: { runId?: string };
 }
@@ -55,29 +57,48 @@ export function idempotentTool<I, R>(
   options?: MastraToolOptions<I, R>,
 ): (inputData: I, context: MastraContextLike) => Promise<Awaited<R>> {
   const { scope, ...rest } = options ?? {};
-  return wrapToolCall<I, [MastraContextLike], R>('mastra', fn, rest, (input, [context]) => {
-    const agent = context !== null && typeof context === 'object' ? context.agent : undefined;
-    const toolCallId = idOf(agent?.toolCallId);
-    if (toolCallId === undefined) {
-      throw new TypeError(
-        'idempotent-tools/mastra: the tool was called without context.agent.toolCallId (its second argument is ' +
-          `${context === null || typeof context !== 'object' ? describe(context) : 'a context without agent.toolCallId'}). ` +
-          'Let a Mastra agent call it; in a workflow step, wrap the function with idempotent() and a context of the run id instead.',
-      );
-    }
-    let scoped: Json;
-    if (scope !== undefined) {
-      scoped = resolveScope('mastra', scope, [input, context], HINT);
-    } else {
-      const threadId = idOf(agent?.threadId);
-      if (threadId === undefined) {
-        throw new TypeError(
-          'idempotent-tools/mastra: no scope: the agent has no memory thread (context.agent.threadId is undefined) and no "scope" option was given. ' +
-            `Tool call ids are only unique within one conversation; ${HINT}`,
-        );
-      }
-      scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
-    }
-    return { framework: 'mastra', toolCallId, scope: scoped };
-  }) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
+  return wrapToolCall<I, [MastraContextLike], R>(
+    {
+      name: 'mastra',
+      generator: 'last-yield',
+      carriesToolName: false,
+      // A tool that calls context.agent.suspend() runs again from the top on resume: that
+      // run is not a completion (else the resumed run would replay it and never act).
+      prepare: ([context], suspended) => {
+        const suspend = context?.agent?.suspend;
+        if (typeof suspend !== 'function') return [context];
+        const agent = context.agent!;
+        return [{ ...context, agent: { ...agent, suspend: (...args: unknown[]) => (suspended(), suspend.apply(agent, args)) } }];
+      },
+      identify: (input, [context]) => {
+        const agent = context !== null && typeof context === 'object' ? context.agent : undefined;
+        const toolCallId = idOf(agent?.toolCallId);
+        if (toolCallId === undefined) {
+          throw new TypeError(
+            'idempotent-tools/mastra: the tool was called without context.agent.toolCallId (its second argument is ' +
+              `${context === null || typeof context !== 'object' ? describe(context) : 'a context without agent.toolCallId'}). ` +
+              'Let a Mastra agent call it; in a workflow step, wrap the function with idempotent() and a context of the run id instead.',
+          );
+        }
+        let scoped: Json;
+        if (scope !== undefined) {
+          scoped = resolveScope('mastra', scope, [input, context], HINT);
+        } else {
+          const threadId = idOf(agent?.threadId);
+          if (threadId === undefined) {
+            throw new TypeError(
+              'idempotent-tools/mastra: no scope: the agent has no memory thread (context.agent.threadId is undefined) and no "scope" option was given. ' +
+                `Tool call ids are only unique within one conversation; ${HINT}`,
+            );
+          }
+          scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
+        }
+        // The turn (the position of the assistant message that made the call, as for the AI
+        // SDK, whose message format Mastra passes): call ids that repeat every turn differ.
+        return { framework: 'mastra', toolCallId, signal: context.abortSignal, scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) } };
+      },
+    },
+    fn,
+    rest as MastraToolOptions<I, R> & Record<string, unknown>,
+  ) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
 }

@@ -24,7 +24,7 @@
 
 import { type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
 
-export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome } from './shared.js';
+export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
 /** The parts of an Agents SDK `RunContext` this helper passes to `scope`. */
 export interface RunContextLike<C = any> {
@@ -33,8 +33,12 @@ export interface RunContextLike<C = any> {
 
 /** The parts of the Agents SDK's `ToolCallDetails` this helper reads. */
 export interface ToolCallDetailsLike {
-  toolCall?: { callId?: string };
+  toolCall?: { callId?: string; id?: string; name?: string };
+  signal?: unknown;
 }
+
+/** The id the Agents SDK gives items whose provider sent none (Chat Completions): no help in telling turns apart. */
+const FAKE_ID = '__fake_id__';
 
 export interface OpenAiAgentsToolOptions<I, R, C = any> extends ToolHelperOptions<I, R> {
   /**
@@ -65,15 +69,36 @@ export function idempotentTool<I, R, C = any>(
     );
   }
   type Rest = [RunContextLike<C>, ToolCallDetailsLike | undefined];
-  return wrapToolCall<I, Rest, R>('openai-agents', fn as (input: I, ...rest: Rest) => R, rest, (input, [runContext, details]) => {
-    const toolCallId = idOf(details?.toolCall?.callId);
-    if (toolCallId === undefined) {
-      throw new TypeError(
-        'idempotent-tools/openai-agents: the tool was called without details.toolCall.callId (its third argument is ' +
-          `${details === null || typeof details !== 'object' ? describe(details) : 'an object without toolCall.callId'}). ` +
-          'Let the Runner call it, or pass (input, runContext, { toolCall: { callId } }) when you call it directly.',
-      );
-    }
-    return { framework: 'openai-agents', toolCallId, scope: resolveScope('openai-agents', scope, [input, runContext, details], HINT) };
-  }) as (input: I, runContext?: RunContextLike<C>, details?: ToolCallDetailsLike) => Promise<Awaited<R>>;
+  return wrapToolCall<I, Rest, R>(
+    {
+      name: 'openai-agents',
+      generator: 'last-yield',
+      carriesToolName: true,
+      identify: (input, [runContext, details]) => {
+        const toolCallId = idOf(details?.toolCall?.callId);
+        if (toolCallId === undefined) {
+          throw new TypeError(
+            'idempotent-tools/openai-agents: the tool was called without details.toolCall.callId (its third argument is ' +
+              `${details === null || typeof details !== 'object' ? describe(details) : 'an object without toolCall.callId'}). ` +
+              'Let the Runner call it, or pass (input, runContext, { toolCall: { callId } }) when you call it directly.',
+          );
+        }
+        // The model's output item id (Responses API) is unique per turn even when a provider
+        // reuses call ids; the Chat Completions path has none (a fixed placeholder).
+        const itemId = idOf(details?.toolCall?.id);
+        return {
+          framework: 'openai-agents',
+          toolCallId,
+          toolName: typeof details?.toolCall?.name === 'string' ? details.toolCall.name : undefined,
+          signal: details?.signal,
+          scope: {
+            conversation: resolveScope('openai-agents', scope, [input, runContext, details], HINT),
+            item: itemId === undefined || itemId === FAKE_ID ? null : itemId,
+          },
+        };
+      },
+    },
+    fn as (input: I, ...rest: Rest) => R,
+    rest as OpenAiAgentsToolOptions<I, R, C> & Record<string, unknown>,
+  ) as (input: I, runContext?: RunContextLike<C>, details?: ToolCallDetailsLike) => Promise<Awaited<R>>;
 }

@@ -2,13 +2,27 @@
  * What the framework helpers share: one wrapper around `idempotent()` that keys a tool
  * call by (scope, tool call id, input), never by the framework's context object, and
  * tells the caller whether a result was replayed. No framework is imported here.
+ *
+ * What every helper guarantees (the README's framework section says the same):
+ * - "Still running" is never an error: a re-run of a tool call whose first run is still in
+ *   flight waits for its result as long as the first run's owner holds its lease, and
+ *   takes the call over when the owner died (`onDuplicate: 'raise'` is refused).
+ * - A generator tool (AI SDK preliminary results, LangChain streamed tools) runs inside
+ *   its record: it is drained, and its final value is stored and returned.
+ * - A configuration error (no thread id, no scope, an input that is not JSON) is a
+ *   TypeError for the framework, and also a process warning, once per tool, for the developer.
+ * - `fn`'s name is the wrapper's name, and `this` is passed through as the framework binds it.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 
+import { Unencodable, canonicalJson } from '../canonical.js';
+import { ToolSuspended, markAborted } from '../control-flow.js';
 import type { IdempotencyEvent } from '../events.js';
-import { idempotent } from '../idempotent.js';
-import type { IdempotentOptions } from '../options.js';
+import { type IdempotentFunction, idempotent } from '../idempotent.js';
+import { type IdempotentOptions, resolveOptions } from '../options.js';
+import { stepOfRunningCall } from '../step.js';
+import type { RecordMeta } from '../store.js';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -18,8 +32,16 @@ export interface ToolCallInfo {
   framework: string;
   /** The framework's id of this tool call. */
   toolCallId: string;
-  /** The scope the key was derived with (thread, conversation, run). */
+  /** The scope the key was derived with (thread, conversation, run, and the turn when known). */
   scope: Json;
+}
+
+/** What a helper's `identify` finds out about a call, beyond the key's parts. @internal */
+export interface CallSite extends ToolCallInfo {
+  /** The tool's name as the framework gave it (used when `fn` is anonymous). */
+  toolName?: string;
+  /** The framework's abort signal for this call: an error thrown after it fired is an abort. */
+  signal?: unknown;
 }
 
 /** A core event, plus which framework tool call it belongs to. */
@@ -31,15 +53,33 @@ export interface ToolCallOutcome extends ToolCallInfo {
   replayed: boolean;
 }
 
+/** What `reconcile` is asked: the tool's own input and arguments, and which tool call it was. */
+export interface ToolReconcileRequest<I> {
+  key: string;
+  name: string;
+  attempts: number;
+  /** The tool's input, as the framework passed it. */
+  input: I;
+  /** All of the tool's arguments, as the framework passed them (input first). */
+  args: unknown[];
+  toolCall: ToolCallInfo;
+}
+
+export type ToolReconcileAnswer<R> = { happened: true; result: Awaited<R> } | { happened: false };
+
 /** The options every helper takes: `idempotent()`'s, except the ones the helper sets itself. */
 export interface ToolHelperOptions<I, R>
-  extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent'> {
-  // `onDuplicate` defaults to 'block' here (the core's default is 'raise'): a re-run of a
-  // tool call whose first run is still in flight waits for, and returns, that run's result.
+  extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent' | 'onDuplicate' | 'reconcile' | 'meta'> {
+  /**
+   * What a re-run does while the first run of the same tool call is still in flight:
+   * `'block'` (the default) waits for its result, for as long as its owner holds the lease;
+   * `'retry'` runs again at once. (`'raise'` is refused: the model would see an error.)
+   */
+  onDuplicate?: 'block' | 'retry';
   /**
    * The part of the input that identifies the call (default: the whole input). It is hashed
    * into the key and fingerprinted, so two calls with the same id but other input never share
-   * a result.
+   * a result. Use it when the input holds something that is not JSON (a BigInt, a Set).
    */
   payload?: (input: I) => unknown;
   /** Every outcome of every call (executed, replayed, failed, ...), with the tool call's id and scope. */
@@ -50,63 +90,360 @@ export interface ToolHelperOptions<I, R>
    * `annotate: (result, { replayed }) => (replayed ? { ...result, replayed: true } : result)`.
    */
   annotate?: (result: Awaited<R>, outcome: ToolCallOutcome) => unknown;
+  /**
+   * Asked before the tool runs again on a call whose earlier run's owner died (its lease
+   * ran out): did the side effect happen? Look it up downstream (by the key, which
+   * `currentKey()` gave the earlier run). `{ happened: true, result }` records and returns
+   * `result`; `{ happened: false }` runs the tool.
+   */
+  reconcile?: (request: ToolReconcileRequest<I>) => ToolReconcileAnswer<R> | Promise<ToolReconcileAnswer<R>>;
+}
+
+/** How a helper's framework treats a generator tool's values. @internal */
+export type GeneratorResult = 'return-value' | 'last-yield';
+
+/** What a helper tells `wrapToolCall` about its framework. @internal */
+export interface Framework<I, Rest extends unknown[]> {
+  name: string;
+  /** Names the tool call; throws a TypeError when the framework context is missing. */
+  identify: (input: I, rest: Rest, tool: ToolIdentity) => CallSite;
+  /** The final value of a generator tool: its return value (LangChain) or its last yield (AI SDK). */
+  generator: GeneratorResult;
+  /** Whether the framework tells the tool its name at call time (then an anonymous `fn` is fine). */
+  carriesToolName: boolean;
+  /** Turns a stored result back into what the framework expects (LangGraph: Command, messages). */
+  revive?: (result: unknown) => unknown;
+  /** Turns a result into storable JSON data (LangGraph: a Command). */
+  toStorable?: (result: unknown) => unknown;
+  /**
+   * A call whose framework context belongs to an enclosing tool call (a nested
+   * `tool.invoke(args, config)`): returns that call's id; the call runs as a step of the
+   * enclosing wrapped call.
+   */
+  nested?: (input: I, rest: Rest, tool: ToolIdentity) => string | undefined;
+  /**
+   * The framework arguments `fn` gets, with the framework's suspend function (if any)
+   * wrapped to call `suspended()` first: a run that suspended itself is not a completion.
+   */
+  prepare?: (rest: Rest, suspended: () => void) => Rest;
+}
+
+/** What `identify` may know about the wrapped tool. @internal */
+export interface ToolIdentity {
+  /** The `name` option, else `fn.name` ('' when anonymous). */
+  name: string;
+  /** The tool call the enclosing helper call (if any) is running. */
+  enclosing: ToolCallInfo | undefined;
 }
 
 const current = new AsyncLocalStorage<ToolCallInfo>();
 
 interface CallState {
   ran: boolean;
+  suspended: boolean;
+  self: unknown;
+  site: CallSite;
+  /** Runs the helper's tool function (the body of `runTool`). */
+  exec: (state: CallState, input: unknown, frameworkArgs: unknown[]) => Promise<unknown>;
 }
 
 /**
- * Wraps `fn(input, ...rest)`. `identify(input, ...rest)` names the tool call (throwing a
- * TypeError when the framework context is missing); the key is SHA-256 over the name,
- * `{ scope, toolCallId }` and the canonical JSON of `payload(input)`. The rest of the
- * arguments (the framework's context objects) never take part in the key.
+ * The one function every helper hands to `idempotent()`: what it runs travels in the
+ * call's state. Tools are rebuilt per request, so the function the core sees for a name
+ * must be the same every time; different tools are told apart by the tool call id in the key.
+ */
+async function runTool(input: unknown, _info: ToolCallInfo, state: CallState, frameworkArgs: unknown[]): Promise<unknown> {
+  state.ran = true;
+  return state.exec(state, input, frameworkArgs);
+}
+
+const KNOWN_OPTIONS = new Set([
+  'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs', 'leaseMs', 'payload', 'onEvent', 'annotate', 'reconcile',
+]);
+
+/** Whether the core `idempotent()` takes an option (the record metadata option arrived later). */
+const coreTakes = new Map<string, boolean>();
+function coreAccepts(option: string): boolean {
+  let known = coreTakes.get(option);
+  if (known === undefined) {
+    try {
+      resolveOptions(function probe() {}, { [option]: () => undefined } as IdempotentOptions);
+      known = true;
+    } catch {
+      known = false;
+    }
+    coreTakes.set(option, known);
+  }
+  return known;
+}
+
+/**
+ * Wraps `fn(input, ...rest)`. `framework.identify(input, rest)` names the tool call; the key
+ * is SHA-256 over the name, `{ scope, toolCallId }` and the canonical JSON of
+ * `payload(input)`. The rest of the arguments (the framework's context objects) never take
+ * part in the key.
  * @internal
  */
 export function wrapToolCall<I, Rest extends unknown[], R>(
-  framework: string,
+  framework: Framework<I, Rest>,
   fn: (input: I, ...rest: Rest) => R,
-  options: ToolHelperOptions<I, R> | undefined,
-  identify: (input: I, rest: Rest) => ToolCallInfo,
+  options: (ToolHelperOptions<I, R> & Record<string, unknown>) | undefined,
 ): (input: I, ...rest: Rest) => Promise<unknown> {
+  const where = `idempotent-tools/${framework.name}`;
   if (typeof fn !== 'function') {
-    throw new TypeError(`idempotent-tools/${framework}: the tool function must be a function, not ${fn === null ? 'null' : typeof fn}`);
+    throw new TypeError(`${where}: the tool function must be a function, not ${fn === null ? 'null' : typeof fn}`);
   }
-  const { payload, onEvent, annotate, ...rest } = options ?? {};
-  for (const [option, value] of Object.entries({ payload, onEvent, annotate })) {
-    if (value !== undefined && typeof value !== 'function') {
-      throw new TypeError(`idempotent-tools/${framework}: option "${option}" must be a function, not ${value === null ? 'null' : typeof value}`);
+  const o = (options ?? {}) as Record<string, unknown>;
+  if (o === null || typeof o !== 'object') throw new TypeError(`${where}: options must be an object`);
+  for (const option of Object.keys(o)) {
+    if (option === 'key' || option === 'context') {
+      throw new TypeError(
+        `${where}: option "${option}" is not taken here: the helper derives the key from the tool call (its scope and id) and the input. ` +
+          'To choose which part of the input identifies the call, pass "payload": (input) => ({ orderId: input.orderId }).',
+      );
+    }
+    if (!KNOWN_OPTIONS.has(option)) {
+      throw new TypeError(`${where}: option "${option}" is not an option; the options are ${[...KNOWN_OPTIONS].join(', ')}`);
     }
   }
+  const { payload, onEvent, annotate, reconcile, ...rest } = o as ToolHelperOptions<I, R>;
+  for (const [option, value] of Object.entries({ payload, onEvent, annotate, reconcile })) {
+    if (value !== undefined && typeof value !== 'function') {
+      throw new TypeError(`${where}: option "${option}" must be a function, not ${value === null ? 'null' : typeof value}`);
+    }
+  }
+  if ((rest.onDuplicate as string | undefined) === 'raise') {
+    throw new TypeError(
+      `${where}: onDuplicate "raise" is refused here: a re-run of a tool call whose first run is still going would hand the model ` +
+        'an error, and the model would call the tool again under a new id. Leave the default ("block": wait for the first run\'s result).',
+    );
+  }
+  const fixedName = typeof rest.name === 'string' && rest.name.length > 0 ? rest.name : fn.name;
+  if (fixedName === '' && !framework.carriesToolName) {
+    throw new TypeError(
+      `${where}: the tool function is anonymous, and this framework does not tell the tool its name when it calls it. ` +
+        'Name the function (async function sendPayment(input) { ... }) or pass the "name" option. The name is part of every key.',
+    );
+  }
+
   type Args = [I, ToolCallInfo, CallState, Rest];
   const pick = payload ?? ((input: I) => (input === undefined ? null : input));
-  const inner = (input: I, _info: ToolCallInfo, state: CallState, frameworkArgs: Rest) => {
-    state.ran = true;
-    return fn(input, ...frameworkArgs);
+  const warned = new Set<string>();
+  /** A configuration error reaches the framework (and the model) as a TypeError, and the developer as a warning. */
+  const configurationError = (err: unknown): unknown => {
+    if (err instanceof TypeError && !warned.has(err.message)) {
+      warned.add(err.message);
+      if (warned.size <= 20) process.emitWarning(err.message, { type: 'IdempotentToolsWarning', code: 'IDEMPOTENT_TOOLS_CONFIG' });
+    }
+    return err;
   };
-  Object.defineProperty(inner, 'name', { value: fn.name });
-  const wrapped = idempotent<Args, R>(inner, {
-    // A framework that re-runs a tool call while the first run is still going (a sibling
-    // tool interrupted the step, a double-submitted resume) should get its result, not an error.
-    ...rest,
-    onDuplicate: rest.onDuplicate ?? 'block',
-    context: (_input, info) => ({ scope: info.scope, toolCallId: info.toolCallId }),
-    payload: (input) => pick(input),
-    onEvent: onEvent && ((event) => {
-      const info = current.getStore();
-      onEvent(info === undefined ? (event as ToolCallEvent) : { ...event, ...info });
-    }),
-  });
-  return async (input: I, ...frameworkArgs: Rest) => {
-    const info = identify(input, frameworkArgs);
-    const state: CallState = { ran: false };
-    const args: Args = [input, info, state, frameworkArgs];
-    const result = await current.run(info, () => wrapped(...args));
+
+  const exec = async (state: CallState, input: unknown, frameworkArgs: unknown[]) => {
+    try {
+      const args = framework.prepare ? framework.prepare(frameworkArgs as Rest, () => (state.suspended = true)) : frameworkArgs;
+      let value: unknown = await fn.apply(state.self, [input as I, ...(args as Rest)]);
+      value = await drained(value, framework.generator);
+      if (state.suspended) throw new ToolSuspended(value);
+      return framework.toStorable ? framework.toStorable(value) : value;
+    } catch (thrown) {
+      const signal = state.site.signal as { aborted?: unknown } | undefined;
+      if (signal !== null && typeof signal === 'object' && signal.aborted === true) markAborted(thrown);
+      throw thrown;
+    }
+  };
+
+  const byName = new Map<string, IdempotentFunction<Args, Promise<unknown>>>();
+  const coreOptions = (name: string) => {
+    const core: IdempotentOptions<Args> & Record<string, unknown> = {
+      ...(rest as IdempotentOptions<Args>),
+      name,
+      onDuplicate: rest.onDuplicate ?? 'block',
+      context: (_input, info) => ({ scope: info.scope, toolCallId: info.toolCallId }),
+      payload: (input) => pick(input),
+      onEvent: onEvent && ((event) => {
+        const info = current.getStore();
+        onEvent(info === undefined ? (event as ToolCallEvent) : { ...event, ...info });
+      }),
+    };
+    if (reconcile !== undefined) {
+      core.reconcile = (request: { key: string; name: string; args: Args; attempts: number }) => {
+        const [input, info, , frameworkArgs] = request.args;
+        return reconcile({ key: request.key, name: request.name, attempts: request.attempts, input, args: [input, ...frameworkArgs], toolCall: info });
+      };
+    }
+    if (coreAccepts('meta')) {
+      core.meta = (_input: I, info: ToolCallInfo): RecordMeta => ({
+        framework: info.framework,
+        toolCallId: info.toolCallId,
+        scope: scopeLabel(info.scope),
+      });
+    }
+    return core;
+  };
+  const coreFor = (name: string) => {
+    let wrapped = byName.get(name);
+    if (wrapped === undefined) {
+      wrapped = idempotent<Args, Promise<unknown>>(runTool as (...args: Args) => Promise<unknown>, coreOptions(name));
+      byName.set(name, wrapped);
+    }
+    return wrapped;
+  };
+  // Options are checked at wrap time, whatever the name will be.
+  if (fixedName !== '') coreFor(fixedName);
+  else resolveOptions(runTool, coreOptions('anonymous tool'));
+
+  const wrapper = async function (this: unknown, input: I, ...frameworkArgs: Rest): Promise<unknown> {
+    const tool: ToolIdentity = { name: fixedName, enclosing: current.getStore() };
+    const foreign = framework.nested?.(input, frameworkArgs, tool);
+    if (foreign !== undefined) return runNested(this, input, frameworkArgs, foreign);
+    let site: CallSite;
+    let name: string;
+    let key: string;
+    const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never, exec };
+    let args: Args;
+    try {
+      site = framework.identify(input, frameworkArgs, tool);
+      name = fixedName || site.toolName || '';
+      if (name === '') {
+        throw new TypeError(
+          `${where}: the tool function is anonymous and the framework did not say the tool's name. ` +
+            'Name the function (async function sendPayment(input) { ... }) or pass the "name" option.',
+        );
+      }
+      state.site = site;
+      const info: ToolCallInfo = { framework: site.framework, toolCallId: site.toolCallId, scope: site.scope };
+      args = [input, info, state, frameworkArgs];
+      checkEncodable(where, name, pick, input, info.scope);
+      key = coreFor(name).keyFor(...args);
+    } catch (err) {
+      throw configurationError(err);
+    }
+    const wrapped = coreFor(name);
+    const info = args[1];
+    let result: unknown;
+    let leaseLost = false;
+    for (;;) {
+      try {
+        result = await current.run(info, () => wrapped(...args));
+        break;
+      } catch (err) {
+        if (err instanceof ToolSuspended && state.suspended) return err.value; // the framework gets what suspend() gave
+        const signal = site.signal as { aborted?: unknown } | undefined;
+        if (signal !== null && typeof signal === 'object' && signal.aborted === true) throw err;
+        const code = (err as { code?: unknown; key?: unknown } | null)?.code;
+        if ((err as { key?: unknown }).key !== key) throw err;
+        // Past pollTimeoutMs the first run is still going (its owner renews its lease): keep waiting.
+        if (code === 'IN_FLIGHT_TIMEOUT') continue;
+        // This run's claim was taken over while it ran (its owner paused past the lease, or
+        // a 'retry' call claimed it): the record holds the other run's outcome. Hand that to
+        // the framework, not an error the model would answer by calling the tool again.
+        // (Not with 'retry': calling again would claim the key and run once more.)
+        if (code === 'LEASE_LOST' && !leaseLost && rest.onDuplicate !== 'retry') {
+          leaseLost = true;
+          continue;
+        }
+        throw err;
+      }
+    }
+    if (framework.revive) result = await framework.revive(result);
     if (annotate === undefined) return result;
-    return annotate(result, { ...info, key: wrapped.keyFor(...args), replayed: !state.ran });
+    return annotate(result as Awaited<R>, { ...info, key, replayed: !state.ran });
   };
+  Object.defineProperty(wrapper, 'name', { value: fixedName });
+
+  /** A nested call with the enclosing call's framework context: a step of the enclosing wrapped call. */
+  async function runNested(self: unknown, input: I, frameworkArgs: Rest, foreign: string): Promise<unknown> {
+    let label: string;
+    try {
+      label = `tool ${fixedName || 'anonymous'} ${checkEncodable(where, fixedName || 'anonymous tool', pick, input, null)}`;
+    } catch (err) {
+      throw configurationError(err);
+    }
+    const run = async () => {
+      let value: unknown = await fn.apply(self, [input, ...frameworkArgs]);
+      value = await drained(value, framework.generator);
+      return framework.toStorable ? framework.toStorable(value) : value;
+    };
+    const stepped = stepOfRunningCall(label, run);
+    if (stepped === undefined) {
+      throw configurationError(
+        new TypeError(
+          `${where}: this tool was invoked with another tool call's context (${foreign}), ` +
+            'and has no tool call of its own. Invoke it as its own tool call (tool.invoke({ id, name, args, type: "tool_call" }, config)), ' +
+            'or call it from inside a wrapped tool (then it runs as a step of that call).',
+        ),
+      );
+    }
+    let result = await stepped;
+    if (framework.revive) result = await framework.revive(result);
+    return result;
+  }
+
+  return wrapper;
+}
+
+/**
+ * The scope as `inspect --scope` shows and filters it: the thread, chat or conversation id,
+ * which each helper puts first in its scope (`{ thread, checkpoint_ns, message }`,
+ * `{ chat, turn }`, `{ conversation, ... }`); a scope of another shape as JSON.
+ */
+export function scopeLabel(scope: Json): string {
+  let value: Json = scope;
+  for (let depth = 0; depth < 4 && value !== null && typeof value === 'object' && !Array.isArray(value); depth++) {
+    const first = Object.values(value)[0];
+    if (first === undefined) break;
+    value = first;
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/** Checks that the payload (and scope) can be keyed; a TypeError that points at "payload" otherwise. Returns the payload's JSON. */
+function checkEncodable<I>(where: string, name: string, pick: (input: I) => unknown, input: I, scope: Json | null): string {
+  let json: string;
+  try {
+    json = canonicalJson(pick(input));
+  } catch (err) {
+    if (!(err instanceof Unencodable)) throw err;
+    throw new TypeError(
+      `${where}: cannot derive a key for tool "${name}": ${err.pathFrom('payload')} is ${err.what}. ` +
+        'The key is made from the tool call and the JSON of its input: pass a "payload" option that picks JSON data ' +
+        'from the input (payload: (input) => ({ orderId: input.orderId })), or keep non-JSON values (BigInt, Set, Map from a schema transform) out of it.',
+      { cause: err },
+    );
+  }
+  try {
+    canonicalJson(scope);
+  } catch (err) {
+    if (!(err instanceof Unencodable)) throw err;
+    throw new TypeError(`${where}: the scope of tool "${name}" cannot be keyed: ${err.pathFrom('scope')} is ${err.what}. Return a string id (or JSON data) from "scope".`, { cause: err });
+  }
+  return json;
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return value !== null && typeof value === 'object' && typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function';
+}
+
+function isGenerator(value: unknown): value is Generator<unknown> {
+  return Object.prototype.toString.call(value) === '[object Generator]';
+}
+
+/**
+ * A generator's (or any async iterable's) final value: the tool's body runs inside its
+ * record (the iterable itself is not a result). LangChain's streamed tools end with their
+ * return value; the AI SDK's preliminary results end with their last yield.
+ */
+async function drained(value: unknown, mode: GeneratorResult): Promise<unknown> {
+  let it: AsyncIterator<unknown> | Iterator<unknown>;
+  if (isAsyncIterable(value)) it = value[Symbol.asyncIterator]();
+  else if (isGenerator(value)) it = value;
+  else return value;
+  let last: unknown;
+  for (;;) {
+    const step = await it.next();
+    if (step.done) return mode === 'return-value' ? step.value : last;
+    last = step.value;
+  }
 }
 
 /** `value` as a non-empty string id, or undefined. */

@@ -1,0 +1,284 @@
+// idempotent-tools/ai-sdk in agents shaped the way users write them: the real `ai` package
+// (generateText, streamText, preliminary results, abort), MockLanguageModelV3, real SqliteStore files.
+
+import { createRequire } from 'node:module';
+
+import { type ModelMessage, generateText, streamText, tool } from 'ai';
+import { MockLanguageModelV3, convertArrayToReadableStream } from 'ai/test';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+
+import { ROOT, lib, tempDb } from './helpers';
+
+const require = createRequire(import.meta.url);
+const { idempotentTool }: typeof import('../dist/integrations/ai-sdk.js') = require(`${ROOT}/dist/integrations/ai-sdk.js`);
+const { SqliteStore, currentKey } = lib;
+
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
+  outputTokens: { total: 1, text: 1, reasoning: 0 },
+};
+
+/** A model that answers every user turn with one call of `toolName`, id `call_0` (a provider that restarts ids every turn). */
+function fakeModel(toolName: string, input: object) {
+  const answer = (prompt: Array<{ role: string }>) =>
+    prompt.at(-1)?.role === 'user'
+      ? [{ type: 'tool-call' as const, toolCallId: 'call_0', toolName, input: JSON.stringify(input) }]
+      : [{ type: 'text' as const, text: 'done' }];
+  return new MockLanguageModelV3({
+    doGenerate: async ({ prompt }) => {
+      const content = answer(prompt);
+      return { content, finishReason: { unified: content[0].type === 'text' ? ('stop' as const) : ('tool-calls' as const), raw: undefined }, usage, warnings: [] };
+    },
+    doStream: async ({ prompt }) => {
+      const content = answer(prompt);
+      const parts = content.map((c) => (c.type === 'text' ? [{ type: 'text-start' as const, id: 't' }, { type: 'text-delta' as const, id: 't', delta: c.text }, { type: 'text-end' as const, id: 't' }] : [c])).flat();
+      return {
+        stream: convertArrayToReadableStream([
+          ...parts,
+          { type: 'finish' as const, finishReason: { unified: content[0].type === 'text' ? ('stop' as const) : ('tool-calls' as const), raw: undefined }, usage },
+        ]),
+      };
+    },
+  });
+}
+
+function toolResults(r: { response: { messages: ModelMessage[] } }) {
+  return r.response.messages.flatMap((m) => (m.role === 'tool' ? m.content : [])).filter((p) => p.type === 'tool-result') as Array<{ toolCallId: string; output: unknown }>;
+}
+
+describe('idempotent-tools/ai-sdk in agents', () => {
+  it('call_0 reused every turn: turn 7\'s identical call runs; a resubmitted turn replays', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const sent: string[] = [];
+    const tools = {
+      send_email: tool({
+        inputSchema: z.object({ to: z.string(), text: z.string() }),
+        execute: idempotentTool(async function sendEmail(input: { to: string; text: string }) {
+          sent.push(`${input.to}: ${input.text}`);
+          return `sent ${sent.length}`;
+        }, { store, scope: 'chat-1' }),
+      }),
+    };
+    const model = fakeModel('send_email', { to: 'bob', text: 'hi' });
+    const messages: ModelMessage[] = [];
+    for (let turn = 1; turn <= 7; turn++) {
+      messages.push({ role: 'user', content: `turn ${turn}` });
+      const before = [...messages];
+      const r = await generateText({ model, tools, messages });
+      messages.push(...r.response.messages);
+      if (turn === 7) {
+        const again = await generateText({ model, tools, messages: before }); // the same turn submitted twice
+        expect(toolResults(again)).toEqual(toolResults(r));
+      }
+    }
+    expect(sent).toHaveLength(7);
+  });
+
+  it('preliminary results (an async generator execute) run inside the record, once; the last value is the result', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const charges: string[] = [];
+    const tools = {
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string() }),
+        execute: idempotentTool(async function* sendPayment(input: { orderId: string }) {
+          yield { status: 'authorizing' as const };
+          charges.push(input.orderId);
+          yield { status: 'paid' as const, receipt: `r-${charges.length}` };
+        }, { store, scope: 'chat-1' }),
+      }),
+    };
+    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
+    const a = await generateText({ model, tools, messages });
+    const b = await generateText({ model, tools, messages }); // retried
+    expect(charges).toEqual(['o-1']);
+    expect(toolResults(a)).toEqual([expect.objectContaining({ output: { type: 'json', value: { status: 'paid', receipt: 'r-1' } } })]);
+    expect(toolResults(b)).toEqual(toolResults(a));
+  });
+
+  it('a missing experimental_context reaches the developer as a warning, and the model as a tool error', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      let runs = 0;
+      const tools = {
+        send_payment: tool({
+          inputSchema: z.object({ orderId: z.string() }),
+          execute: idempotentTool(async function payWithContext() { return ++runs; }, {
+            store,
+            scope: (_input, o) => (o.experimental_context as { chatId?: string } | undefined)?.chatId,
+          }),
+        }),
+      };
+      const model = fakeModel('send_payment', { orderId: 'o-1' });
+      const r = await generateText({ model, tools, messages: [{ role: 'user', content: 'pay' }] });
+      await generateText({ model, tools, messages: [{ role: 'user', content: 'pay' }] });
+      expect(runs).toBe(0);
+      expect(toolResults(r)).toEqual([expect.objectContaining({ output: { type: 'error-text', value: expect.stringMatching(/"scope" option returned undefined/) } })]);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const ours = warnings.filter((w) => w.name === 'IdempotentToolsWarning');
+      expect(ours).toHaveLength(1);
+      expect(ours[0].message).toMatch(/"scope" option returned undefined.*experimental_context/s);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('an anonymous execute without a name is refused at wrap time; "key" is refused', () => {
+    expect(() => idempotentTool(async () => 1, { scope: 'c' })).toThrow(/anonymous.*"name" option/s);
+    expect(idempotentTool(async () => 1, { scope: 'c', name: 'send_payment' }).name).toBe('send_payment');
+    expect(() => idempotentTool(async function k() { return 1; }, { scope: 'c', key: () => 'k' } as never)).toThrow(/"key" is not taken here/);
+    expect(() => idempotentTool(async function k() { return 1; }, { scope: 'c', onDuplicate: 'raise' } as never)).toThrow(/"raise" is refused/);
+  });
+});
+
+/** The core's `reconcile` option (the protocol branch) is what this test needs besides the abort signal's classification. */
+const coreHasReconcile = (() => {
+  try {
+    lib.idempotent(function probe() {}, { reconcile: async () => ({ happened: false }) } as never);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('an aborted stream, retried, with a tool that forwards abortSignal', () => {
+  // What the tool's HTTP client throws when the signal fires: the DOM's AbortError, or a
+  // library's own error (recognised because the framework's signal had fired).
+  const shapes: Array<[string, () => unknown]> = [
+    ['an AbortError', () => new DOMException('This operation was aborted', 'AbortError')],
+    ["a client's own error", () => new Error('request cancelled by the caller')],
+  ];
+  it.skipIf(!coreHasReconcile).each(shapes)('charges once (%s): the abort leaves the outcome unknown, and reconcile finds the charge by currentKey()', async (_shape, abortError) => {
+    const store = new SqliteStore({ path: tempDb() });
+    // A payment provider: the charge is made when the request arrives; the answer comes later.
+    const provider = {
+      charges: [] as Array<{ ref: string; orderId: string; id: string }>,
+      arrived: undefined as undefined | (() => void),
+      answer: false,
+      async charge(orderId: string, ref: string, signal: AbortSignal | undefined) {
+        const charge = { ref, orderId, id: `ch-${this.charges.length + 1}` };
+        this.charges.push(charge);
+        this.arrived?.();
+        if (!this.answer) {
+          await new Promise((_, reject) => {
+            const abort = () => reject(abortError());
+            if (signal?.aborted) abort();
+            else signal?.addEventListener('abort', abort);
+          });
+        }
+        return charge.id;
+      },
+    };
+    const reconciled: unknown[] = [];
+    const tools = {
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string() }),
+        execute: idempotentTool(async function sendPayment(input: { orderId: string }, { abortSignal }) {
+          return { charge: await provider.charge(input.orderId, currentKey()!, abortSignal as AbortSignal) };
+        }, {
+          store,
+          scope: 'chat-1',
+          leaseMs: 50, // how soon a call whose outcome is unknown is taken over and reconciled
+          reconcile: async ({ key, input }) => {
+            reconciled.push(input);
+            const found = provider.charges.find((c) => c.ref === key);
+            return found ? { happened: true, result: { charge: found.id } } : { happened: false };
+          },
+        }),
+      }),
+    };
+    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
+
+    const controller = new AbortController();
+    provider.arrived = () => controller.abort(); // the user presses stop after the request went out
+    const first = streamText({ model, tools, messages, abortSignal: controller.signal });
+    await first.consumeStream({ onError: () => {} });
+    expect(provider.charges).toHaveLength(1);
+
+    provider.arrived = undefined;
+    provider.answer = true;
+    const retry = await generateText({ model, tools, messages }); // the user retries
+    expect(provider.charges).toHaveLength(1);
+    expect(reconciled).toEqual([{ orderId: 'o-1' }]);
+    expect(toolResults(retry)).toEqual([expect.objectContaining({ output: { type: 'json', value: { charge: 'ch-1' } } })]);
+  });
+});
+
+/** The core's `meta` option (the protocol branch): each helper says where a record's call came from. */
+const coreHasMeta = (() => {
+  try {
+    lib.idempotent(function probe() {}, { meta: () => ({}) } as never);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('record metadata', () => {
+  it.skipIf(!coreHasMeta)('each claim carries the framework, the tool call id and the conversation as its scope', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const metas: unknown[] = [];
+    // The real store, with its acquire requests noted on the way.
+    const noting = {
+      get: store.get.bind(store),
+      acquire: (request: Parameters<typeof store.acquire>[0]) => (metas.push(request.meta), store.acquire(request)),
+      complete: store.complete.bind(store),
+      fail: store.fail.bind(store),
+      renew: store.renew.bind(store),
+      listRecords: store.listRecords.bind(store),
+      clear: store.clear.bind(store),
+      close: store.close.bind(store),
+    };
+    const tools = {
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string() }),
+        execute: idempotentTool(async function sendPayment() { return 'ok'; }, { store: noting, scope: 'chat-9' }),
+      }),
+    };
+    await generateText({ model: fakeModel('send_payment', { orderId: 'o-1' }), tools, messages: [{ role: 'user', content: 'pay' }] });
+    expect(metas).toEqual([expect.objectContaining({ framework: 'ai-sdk', toolCallId: 'call_0', scope: 'chat-9' })]);
+  });
+});
+
+/** LeaseLostError (the protocol branch's core): a run whose claim was taken over while it ran. */
+const coreHasLeaseLost = typeof (lib as Record<string, unknown>).LeaseLostError === 'function';
+
+describe('a run whose claim was taken over while it ran', () => {
+  it.skipIf(!coreHasLeaseLost)('gets the recorded outcome, not an error the model would answer by calling again', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const charges: string[] = [];
+    let arrived!: () => void;
+    const firstArrived = new Promise<void>((r) => (arrived = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    // Tools are built per request; the second request's tools claim a key in flight ('retry').
+    const toolsFor = (onDuplicate: 'block' | 'retry') => ({
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string() }),
+        execute: idempotentTool(async function sendPayment(input: { orderId: string }) {
+          charges.push(input.orderId);
+          const n = charges.length;
+          if (n === 1) {
+            arrived();
+            await gate; // the first run is paused past its claim
+          }
+          return { charge: `ch-${n}` };
+        }, { store, scope: 'chat-1', onDuplicate }),
+      }),
+    });
+    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
+    const first = generateText({ model, tools: toolsFor('block'), messages });
+    await firstArrived;
+    const second = await generateText({ model, tools: toolsFor('retry'), messages });
+    release();
+    const a = await first;
+    expect(toolResults(second)).toEqual([expect.objectContaining({ output: { type: 'json', value: { charge: 'ch-2' } } })]);
+    expect(toolResults(a)).toEqual(toolResults(second)); // the recorded outcome, not LeaseLostError
+  });
+});
