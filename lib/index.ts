@@ -10,6 +10,8 @@ export { currentKey } from './call-context.js';
 export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
 export { RedisStore } from './redis-store.js';
 export type { RedisStoreOptions } from './redis-store.js';
+export { PostgresStore } from './postgres-store.js';
+export type { PostgresStoreOptions } from './postgres-store.js';
 export type { SqliteStoreOptions } from './sqlite-store.js';
 export {
   IdempotencyError,
