@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, collect, lib, tempDir } from './helpers';
-import { PG_URL, dropTables, uniqueTable } from './postgres-server';
+import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 
 const WORKER = join(ROOT, '__test__', 'fixtures', 'pg-worker.js');
 const LEASE_MS = 3000;
@@ -80,8 +80,11 @@ describe('many processes, one PostgreSQL table', () => {
     const owner = tool.withKey(key)(key);
     const child = worker('waiter', { url: PG_URL, table, log, key });
     const done = collect(child);
-    // It found the key in flight, and its LISTEN is in place (in either order).
-    await output(child, (out) => /^WAITING$/m.test(out) && /^WOKEN$/m.test(out));
+    // It found the key in flight; once it LISTENs, it marks the claim as awaited.
+    await output(child, (out) => /^WAITING$/m.test(out));
+    while (!(await sql(`SELECT watched FROM "${table}" WHERE key = $1`, [key])).rows[0]?.watched) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     const record = await store.get(key);
     const settledAt = Date.now();
     open();
@@ -90,10 +93,9 @@ describe('many processes, one PostgreSQL table', () => {
     const wokenAt = Date.now();
     expect(f.stderr).toBe('');
     const lines = f.stdout.split('\n').filter(Boolean);
-    // WAITING and WOKEN (listening began), then WOKEN (the NOTIFY), then DONE with the owner's result.
-    expect([...lines.slice(0, 2)].sort()).toEqual(['WAITING', 'WOKEN']);
-    expect(lines.slice(2).map((l) => l.split(' ')[0])).toEqual(['WOKEN', 'DONE']);
-    expect(JSON.parse(lines[3].slice('DONE '.length))).toEqual({ key, by: 'owner' });
+    // WAITING, then WOKEN by the owner's NOTIFY (the only wake-up: no poll was due), then DONE.
+    expect(lines.map((l) => l.split(' ')[0])).toEqual(['WAITING', 'WOKEN', 'DONE']);
+    expect(JSON.parse(lines[2].slice('DONE '.length))).toEqual({ key, by: 'owner' });
     expect(record?.status).toBe('pending');
     expect(logLines(log)).toEqual([]); // the waiter never ran the tool
     // Woken by the notification, not by its next poll 5 s later.

@@ -36,6 +36,8 @@ export class PostgresStore extends NativeBackedStore {
   /** Which listening loop is current, 0 for none (a stopped loop's late replies are ignored). */
   #listening = 0;
   #loops = 0;
+  /** Resolves once the current loop's LISTEN is in place. */
+  #ready: Promise<void> | undefined;
 
   constructor(options: PostgresStoreOptions = {}) {
     const checked = checkOptions(options);
@@ -59,43 +61,67 @@ export class PostgresStore extends NativeBackedStore {
 
   /**
    * The wake-up hook of `onDuplicate: 'block'` (see wakeups.ts): `onSettled` runs when
-   * `key`'s record is settled in any process (NOTIFY), or when a settle may have been
-   * missed (listening just began, or resumed after a reconnect). Returns the unsubscribe.
+   * `key`'s record is settled in any process, or when a settle may have been missed.
+   * Once this store LISTENs, the key's pending claim is marked as awaited (`watch.sql`),
+   * so that its settle sends NOTIFY (settles nobody awaits send none: NOTIFY serialises
+   * commits server-wide). A key that was no longer pending when marked is looked at again
+   * at once. Returns the unsubscribe.
    */
   watchSettles(key: string, onSettled: () => void): () => void {
     let set = this.#watchers.get(key);
     if (set === undefined) this.#watchers.set(key, (set = new Set()));
     set.add(onSettled);
-    if (this.#listening === 0 && !this.closed) void this.#listen();
+    if ((this.#listening === 0 || this.#ready === undefined) && !this.closed) this.#ready = this.#listen();
+    let active = true;
+    void this.#ready?.then(() => (active ? this.#pg.watch(key) : true)).then(
+      (pending) => active && !pending && onSettled(),
+      () => active && onSettled(), // could not mark it: look again now, then poll
+    );
     return () => {
+      active = false;
       set.delete(onSettled);
       if (set.size === 0 && this.#watchers.get(key) === set) this.#watchers.delete(key);
       if (this.#watchers.size === 0 && this.#listening !== 0) {
         this.#listening = 0;
+        this.#ready = undefined;
         this.#pg.stopListening();
       }
     };
   }
 
-  async #listen(): Promise<void> {
+  /** Starts a listening loop; resolves once its LISTEN is in place. */
+  #listen(): Promise<void> {
     const loop = (this.#listening = ++this.#loops);
-    for (;;) {
-      let keys: string[] | null;
-      try {
-        keys = await this.#pg.nextSettled();
-      } catch {
-        keys = null; // the store closed under us: the waiters fall back to polling
+    let began!: () => void;
+    const ready = new Promise<void>((resolve) => (began = resolve));
+    void (async () => {
+      let first = true;
+      for (;;) {
+        let keys: string[] | null;
+        try {
+          keys = await this.#pg.nextSettled();
+        } catch {
+          keys = null; // the store closed under us: the waiters fall back to polling
+        }
+        if (keys === null || this.#listening !== loop) return;
+        for (const key of keys) {
+          if (key === '' && first) {
+            first = false;
+            began();
+            continue;
+          }
+          // '' after a reconnect: a NOTIFY may have been missed, everyone looks again.
+          const wake = key === '' ? [...this.#watchers.values()].flatMap((s) => [...s]) : [...(this.#watchers.get(key) ?? [])];
+          for (const w of wake) w();
+        }
       }
-      if (keys === null || this.#listening !== loop) return;
-      for (const key of keys) {
-        const wake = key === '' ? [...this.#watchers.values()].flatMap((s) => [...s]) : [...(this.#watchers.get(key) ?? [])];
-        for (const w of wake) w();
-      }
-    }
+    })();
+    return ready;
   }
 
   override async close(): Promise<void> {
     this.#listening = 0;
+    this.#ready = undefined;
     this.#pg.stopListening();
     await super.close();
   }

@@ -417,6 +417,19 @@ impl Inner {
         }
     }
 
+    /// Marks a pending claim as awaited (see `watch.sql`): false when it is not pending.
+    async fn watch(&self, key: String) -> StoreResult<bool> {
+        check_text("key", &key)?;
+        let n = self
+            .pool
+            .run("PostgreSQL watch failed", |s| {
+                let key = &key;
+                async move { s.client.execute(&s.st.watch, &[key]).await }
+            })
+            .await?;
+        Ok(n == 1)
+    }
+
     /// Creates the table if it is missing (for roles that may not create it on first use,
     /// run once by one that may); checks its version if it is there.
     async fn migrate(&self) -> StoreResult<bool> {
@@ -599,6 +612,13 @@ impl NativePostgresStore {
                 .receiver()
         };
         guarded(async move { Ok(listen::next(&rx).await) }).await
+    }
+
+    /// Asks for a NOTIFY when `key`'s pending claim settles (call once `nextSettled` has
+    /// reported that listening began). False when the key is not pending: look again.
+    #[napi]
+    pub async fn watch(&self, key: String) -> Result<bool> {
+        self.with(|s| async move { s.watch(key).await }).await
     }
 
     /// Stops listening (a pending `nextSettled` resolves null).

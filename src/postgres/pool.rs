@@ -36,6 +36,7 @@ pub struct Prepared {
     pub list: Statement,
     pub prune: Statement,
     pub clear: Statement,
+    pub watch: Statement,
 }
 
 pub struct Session {
@@ -138,7 +139,7 @@ impl Pool {
         // Prepared together: tokio-postgres pipelines them, so this is one round trip.
         let s = &self.sql;
         let c = &client;
-        let (acquire, settle, renew, release, get, list, prune, clear) = tokio::join!(
+        let (acquire, settle, renew, release, get, list, prune, clear, watch) = tokio::join!(
             c.prepare(&s.acquire),
             c.prepare(&s.settle),
             c.prepare(&s.renew),
@@ -147,6 +148,7 @@ impl Pool {
             c.prepare(&s.list),
             c.prepare(&s.prune),
             c.prepare(&s.clear),
+            c.prepare(&s.watch),
         );
         let fail = |e: tokio_postgres::Error| self.fail(what, &e);
         let st = Prepared {
@@ -158,6 +160,7 @@ impl Pool {
             list: list.map_err(fail)?,
             prune: prune.map_err(fail)?,
             clear: clear.map_err(fail)?,
+            watch: watch.map_err(fail)?,
         };
         Ok(Session { client, st })
     }

@@ -27,6 +27,7 @@ const STATS: &str = include_str!("sql/stats.sql");
 const PRUNE: &str = include_str!("sql/prune.sql");
 const CLEAR: &str = include_str!("sql/clear.sql");
 const VERSION: &str = include_str!("sql/version.sql");
+const WATCH: &str = include_str!("sql/watch.sql");
 
 /// A validated table name: `name` or `schema.name`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +113,7 @@ pub struct PostgresSql {
     pub stats: String,
     pub prune: String,
     pub clear: String,
+    pub watch: String,
 }
 
 impl PostgresSql {
@@ -131,6 +133,7 @@ impl PostgresSql {
             stats: t.fill(STATS),
             prune: t.fill(PRUNE),
             clear: t.fill(CLEAR),
+            watch: t.fill(WATCH),
         }
     }
 }
@@ -185,6 +188,7 @@ mod tests {
             &sql.stats,
             &sql.prune,
             &sql.clear,
+            &sql.watch,
         ] {
             assert!(
                 !text.contains("{table")

@@ -50,7 +50,8 @@ WITH now AS (
     expires_at = excluded.expires_at,
     lease_expires_at = excluded.lease_expires_at,
     meta = excluded.meta,
-    duration_ms = NULL
+    duration_ms = NULL,
+    watched = false
   WHERE (coalesce(r.expires_at <= excluded.updated_at, false)
          AND NOT (r.status = 'pending' AND coalesce(r.lease_expires_at > excluded.updated_at, false)))
      OR r.status = 'failed'

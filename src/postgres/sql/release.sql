@@ -10,9 +10,10 @@ WITH now AS (
   FROM now
   WHERE r.key = $1::text AND r.status = 'pending'
     AND NOT (coalesce(r.expires_at <= now.ms, false) AND NOT coalesce(r.lease_expires_at > now.ms, false))
-  RETURNING r.key
+  RETURNING r.key, r.watched
 ), notified AS (
   SELECT pg_notify('{channel}', CASE WHEN octet_length(released.key) <= 7900 THEN released.key ELSE '' END)
   FROM released
+  WHERE released.watched
 )
 SELECT EXISTS (SELECT 1 FROM released) AS released, (SELECT count(*) FROM notified) AS notified

@@ -16,7 +16,9 @@ CREATE TABLE IF NOT EXISTS {table} (
   expires_at       bigint,
   lease_expires_at bigint,
   meta             text,
-  duration_ms      double precision
+  duration_ms      double precision,
+  -- A 'block' waiter in some process LISTENs for this claim's settle (see watch.sql).
+  watched          boolean NOT NULL DEFAULT false
 );
 CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at) WHERE expires_at IS NOT NULL;
 COMMENT ON TABLE {table} IS '{version}';

@@ -2,8 +2,9 @@
 -- $1 key  $2 token  $3 'completed' or 'failed'  $4 result text  $5 error text
 -- $6 ttl ms (NULL: none)  $7 duration ms
 -- `settled` is true when this statement settled the claim, or when this very settle was
--- applied before (its reply lost with a connection). Settling sends NOTIFY (delivered at
--- commit) so that 'block' waiters in other processes look again at once.
+-- applied before (its reply lost with a connection). Settling a claim that a 'block'
+-- waiter marked (watch.sql) sends NOTIFY (delivered at commit), so the waiter looks again
+-- at once; unwatched settles send none (NOTIFY serialises commits server-wide).
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
 ), settled AS (
@@ -14,10 +15,11 @@ WITH now AS (
   FROM now
   WHERE r.key = $1::text AND r.status = 'pending' AND r.token = $2::text
     AND NOT (coalesce(r.expires_at <= now.ms, false) AND NOT coalesce(r.lease_expires_at > now.ms, false))
-  RETURNING r.key
+  RETURNING r.key, r.watched
 ), notified AS (
   SELECT pg_notify('{channel}', CASE WHEN octet_length(settled.key) <= 7900 THEN settled.key ELSE '' END)
   FROM settled
+  WHERE settled.watched
 )
 SELECT EXISTS (SELECT 1 FROM settled)
        OR EXISTS (SELECT 1 FROM {table} AS p
