@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Pool, type PoolClient } from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, lineFrom, tempDir } from './helpers';
+import { ROOT, collect, lib, lineFrom, runNode, tempDir } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 
 const { idempotentTx } = require(join(ROOT, 'dist', 'pg.js')) as typeof import('../dist/pg.js');
@@ -44,6 +44,17 @@ function logLines(log: string): string[] {
 }
 
 describe('idempotentTx', () => {
+  it("loads as 'idempotent-tools/pg' with require and import", async () => {
+    const cjs = await runNode(['-e', "console.log(typeof require('idempotent-tools/pg').idempotentTx)"]);
+    const esm = await runNode(['--input-type=module', '-e', "import { idempotentTx } from 'idempotent-tools/pg'; console.log(typeof idempotentTx)"]);
+    expect([cjs.stdout.trim(), esm.stdout.trim()]).toEqual(['function', 'function']);
+  });
+
+  it('refuses a missing pool and a bad table name with a TypeError that says what to pass', () => {
+    expect(() => idempotentTx(async function f() {}, {} as never)).toThrow(/options.pool must be a node-postgres Pool/);
+    expect(() => idempotentTx(async function f() {}, { pool: pool(), table: 'a;b' })).toThrow(/invalid table name/);
+  });
+
   it('runs fn once, commits its write with the record, and replays the result', async () => {
     const { orders, records } = await tables();
     let runs = 0;
