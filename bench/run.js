@@ -25,6 +25,7 @@ const SCENARIOS = {
   'sqlite-replay': () => require('./scenarios/sqlite').replay,
   'sqlite-unique': () => require('./scenarios/sqlite').unique, // also event-loop
   redis: () => require('./scenarios/redis').redis, // also redis-commands
+  postgres: () => require('./scenarios/postgres').postgres,
   'scale-replay': () => require('./scenarios/scale').scale,
   processes: () => require('./scenarios/processes').processes,
   'cold-start': () => require('./scenarios/coldstart').coldStart,

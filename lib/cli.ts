@@ -11,7 +11,7 @@ import { projectNamespace } from './project.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
 import type { IdempotencyRecord, Store } from './store.js';
 
-const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL] <command> [options]
+const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL | --postgres URL] <command> [options]
 
 Commands:
   inspect                 list all records, as a table
@@ -22,6 +22,7 @@ Commands:
                           (check first that its side effect did not happen)
   prune                   delete expired records
   stats                   counts by status, the oldest pending record, store size
+  migrate                 create the Postgres table (for roles that may not create it)
 
 Options:
   --db PATH               the SQLite store file (default: $IDEMPOTENT_TOOLS_DB,
@@ -34,6 +35,9 @@ Options:
                           which keeps a password out of ps; --db overrides it)
   --prefix P              the Redis store's key prefix (default: idempotent-tools:)
   --cluster               the --redis URL is a node of a Redis Cluster
+  --postgres URL          a PostgreSQL store: postgres://user[:password]@host/db
+                          (migrate and --table use $DATABASE_URL when it is not given)
+  --table T               the Postgres table (default: idempotent_tools_records)
   --key K                 the record's key
   --json                  machine-readable output
   -y, --yes               clear all without asking
@@ -45,7 +49,7 @@ Exit codes: 0 done, 1 failed (no such record, store error, refused), 2 bad usage
 class UsageError extends Error {}
 class Refusal extends Error {}
 
-const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats']);
+const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats', 'migrate']);
 
 function parse(argv: string[]) {
   let parsed;
@@ -60,6 +64,8 @@ function parse(argv: string[]) {
         prefix: { type: 'string' },
         project: { type: 'string' },
         cluster: { type: 'boolean' },
+        postgres: { type: 'string' },
+        table: { type: 'string' },
         key: { type: 'string' },
         json: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
@@ -76,8 +82,13 @@ function parse(argv: string[]) {
   if (positionals.length > 1) throw new UsageError(`one command at a time, got: ${positionals.join(' ')}`);
   const command = positionals[0];
   if (!COMMANDS.has(command)) throw new UsageError(`unknown command "${command}"`);
-  if (values.db !== undefined && values.redis !== undefined) throw new UsageError('give --db or --redis, not both');
-  if (values.redis === undefined && values.db === undefined && process.env.IDEMPOTENT_TOOLS_REDIS_URL) {
+  if ([values.db, values.redis, values.postgres].filter((v) => v !== undefined).length > 1) {
+    throw new UsageError('give one of --db, --redis and --postgres');
+  }
+  if ((command === 'migrate' || values.table !== undefined) && (values.db !== undefined || values.redis !== undefined)) {
+    throw new UsageError(`${command === 'migrate' ? 'migrate' : '--table'} goes with --postgres`);
+  }
+  if (values.redis === undefined && values.db === undefined && values.postgres === undefined && process.env.IDEMPOTENT_TOOLS_REDIS_URL) {
     values.redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL;
   }
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
@@ -85,7 +96,7 @@ function parse(argv: string[]) {
   if (values.cluster && values.redis === undefined) throw new UsageError('--cluster goes with --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
   if (command === 'release' && values.key === undefined) throw new UsageError('release needs --key K');
-  if ((command === 'prune' || command === 'stats') && values.key !== undefined) {
+  if ((command === 'prune' || command === 'stats' || command === 'migrate') && values.key !== undefined) {
     throw new UsageError(`${command} does not take --key`);
   }
   if (values.yes && command !== 'clear') throw new UsageError('--yes goes with clear');
@@ -94,17 +105,24 @@ function parse(argv: string[]) {
 
 type Values = ReturnType<typeof parse>['values'];
 
-async function openStore(values: Values): Promise<{ store: Store & Partial<SqliteStore>; where: string }> {
+async function openStore(values: Values, command: string): Promise<{ store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> }; where: string }> {
   if (values.redis !== undefined) {
     // Loaded only when asked for, so the SQLite path never touches Redis code.
     const { RedisStore } = await import('./redis-store.js');
     let store;
     try {
-      store = new RedisStore({ url: values.redis, prefix: values.prefix });
       store = new RedisStore({ url: values.redis, prefix: values.prefix, ...(values.cluster ? { cluster: true } : {}) });
+    } catch (e) {
       throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
     }
     return { store, where: store.path };
+  }
+  if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
+    const { PostgresStore } = await import('./postgres-store.js');
+    const url = values.postgres ?? process.env.DATABASE_URL;
+    if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
+    const store = new PostgresStore({ url, table: values.table, createTable: false });
+    return { store, where: `${store.path} table ${store.table}` };
   }
   const path = values.db ?? defaultStorePath();
   if (!existsSync(path)) {
@@ -181,7 +199,7 @@ async function confirm(question: string): Promise<boolean> {
 }
 
 async function run(command: string, values: Values, out: (text: string) => void): Promise<void> {
-  const { store, where } = await openStore(values);
+  const { store, where } = await openStore(values, command);
   const key = values.key;
   const json = values.json === true;
   const missing = () => new Refusal(`no record with key ${key} in ${where}`);
@@ -232,6 +250,11 @@ async function run(command: string, values: Values, out: (text: string) => void)
       case 'prune': {
         const deleted = await store.prune!();
         out(json ? JSON.stringify({ deleted }) : `Deleted ${deleted} expired record${deleted === 1 ? '' : 's'}.`);
+        return;
+      }
+      case 'migrate': {
+        const created = await store.migrate!();
+        out(json ? JSON.stringify({ created }) : created ? `Created ${where}.` : `${where} is there and up to date.`);
         return;
       }
       case 'stats': {

@@ -12,6 +12,8 @@ export { SqliteStore, defaultStore, defaultStorePath } from './sqlite-store.js';
 export { projectNamespace } from './project.js';
 export { RedisStore } from './redis-store.js';
 export type { RedisStoreOptions } from './redis-store.js';
+export { PostgresStore } from './postgres-store.js';
+export type { PostgresStoreOptions } from './postgres-store.js';
 export type { SqliteStoreOptions } from './sqlite-store.js';
 export {
   IdempotencyError,

@@ -6,13 +6,22 @@
  * A waiter subscribes *before* it asks the store, so a settle that lands between the
  * store's answer ("pending") and the wait is not lost: the subscription has already
  * seen it, and the wait returns at once.
+ *
+ * A store that hears of settles in other processes (PostgresStore: LISTEN/NOTIFY) offers
+ * `watchSettles`; a Watch subscribes to it too, so a waiter wakes when any process settles.
  */
+
+/** The optional store hook: call `onSettled` when `key` may have been settled anywhere. */
+export interface SettleSource {
+  watchSettles(key: string, onSettled: () => void): () => void;
+}
 
 const watching = new WeakMap<object, Map<string, Set<Watch>>>();
 
 export class Watch {
   #changed = false;
   #wake: (() => void) | undefined;
+  readonly #unwatch: (() => void) | undefined;
 
   constructor(
     private readonly store: object,
@@ -23,6 +32,7 @@ export class Watch {
     let set = byKey.get(key);
     if (set === undefined) byKey.set(key, (set = new Set()));
     set.add(this);
+    this.#unwatch = (store as Partial<SettleSource>).watchSettles?.(key, () => this.changed());
   }
 
   /** Called by `notify`: the key's record changed. */
@@ -52,6 +62,7 @@ export class Watch {
 
   /** Stops watching; must be called when the waiter is done. */
   close(): void {
+    this.#unwatch?.();
     const byKey = watching.get(this.store);
     const set = byKey?.get(this.key);
     if (set === undefined) return;

@@ -10,11 +10,13 @@ mod claim;
 mod clock;
 mod failure;
 mod hashing;
+mod postgres;
 mod record;
 mod redis_store;
 mod sqlite;
 mod token;
 
 pub use hashing::{call_hashes, fingerprint};
+pub use postgres::{sql::postgres_sql, NativePostgresStore};
 pub use redis_store::NativeRedisStore;
 pub use sqlite::NativeSqliteStore;

@@ -1,0 +1,157 @@
+/**
+ * The PostgreSQL store, for teams that already run Postgres. Every record is one row of
+ * one table; acquire, renew, complete, fail and release are each one atomic statement,
+ * fenced by token and timed by the server's clock (the SQL is in src/postgres/sql/).
+ * Settles send NOTIFY, so 'block' waiters in other processes resume at once.
+ */
+
+import * as native from './native.js';
+import { NativeBackedStore, type NativeStore } from './native-store.js';
+
+export interface PostgresStoreOptions {
+  /** `postgres://[user[:password]@]host[:port]/database[?sslmode=require|verify-full…]`. Default `$DATABASE_URL`. */
+  url?: string;
+  /** The records' table, `name` or `schema.name`. Default `idempotent_tools_records`. */
+  table?: string;
+  /** Connections in the pool (concurrent statements are pipelined over them). Default 4. */
+  poolSize?: number;
+  /** How long to wait for a connection before failing with `StoreError`. Default 2000. */
+  connectTimeoutMs?: number;
+  /** How long to wait for one statement's reply before failing with `StoreError`. Default 5000. */
+  commandTimeoutMs?: number;
+  /** Create the table on first use when it is missing (default true). False for a role
+   * that may not: the table then comes from `idempotent-tools --postgres URL migrate`. */
+  createTable?: boolean;
+}
+
+const OPTIONS = new Set(['url', 'table', 'poolSize', 'connectTimeoutMs', 'commandTimeoutMs', 'createTable']);
+
+export class PostgresStore extends NativeBackedStore {
+  /** The server's URL with any password replaced by `***`. */
+  readonly path: string;
+  /** The records' table, as given. */
+  readonly table: string;
+  readonly #pg: native.NativePostgresStore;
+  readonly #watchers = new Map<string, Set<() => void>>();
+  /** Which listening loop is current, 0 for none (a stopped loop's late replies are ignored). */
+  #listening = 0;
+  #loops = 0;
+  /** Resolves once the current loop's LISTEN is in place. */
+  #ready: Promise<void> | undefined;
+
+  constructor(options: PostgresStoreOptions = {}) {
+    const checked = checkOptions(options);
+    let store: native.NativePostgresStore;
+    try {
+      store = new native.NativePostgresStore(checked);
+    } catch (err) {
+      throw new TypeError(`PostgresStore: ${(err as Error).message}`);
+    }
+    super(async () => store as unknown as NativeStore);
+    this.#pg = store;
+    this.path = store.path;
+    this.table = store.table;
+  }
+
+  /** Creates the table if it is missing (true), or checks the one there (false). */
+  async migrate(): Promise<boolean> {
+    await this.ready().catch(() => {});
+    return this.#pg.migrate();
+  }
+
+  /**
+   * The wake-up hook of `onDuplicate: 'block'` (see wakeups.ts): `onSettled` runs when
+   * `key`'s record is settled in any process, or when a settle may have been missed.
+   * Once this store LISTENs, the key's pending claim is marked as awaited (`watch.sql`),
+   * so that its settle sends NOTIFY (settles nobody awaits send none: NOTIFY serialises
+   * commits server-wide). A key that was no longer pending when marked is looked at again
+   * at once. Returns the unsubscribe.
+   */
+  watchSettles(key: string, onSettled: () => void): () => void {
+    let set = this.#watchers.get(key);
+    if (set === undefined) this.#watchers.set(key, (set = new Set()));
+    set.add(onSettled);
+    if ((this.#listening === 0 || this.#ready === undefined) && !this.closed) this.#ready = this.#listen();
+    let active = true;
+    void this.#ready?.then(() => (active ? this.#pg.watch(key) : true)).then(
+      (pending) => active && !pending && onSettled(),
+      () => active && onSettled(), // could not mark it: look again now, then poll
+    );
+    return () => {
+      active = false;
+      set.delete(onSettled);
+      if (set.size === 0 && this.#watchers.get(key) === set) this.#watchers.delete(key);
+      if (this.#watchers.size === 0 && this.#listening !== 0) {
+        this.#listening = 0;
+        this.#ready = undefined;
+        this.#pg.stopListening();
+      }
+    };
+  }
+
+  /** Starts a listening loop; resolves once its LISTEN is in place. */
+  #listen(): Promise<void> {
+    const loop = (this.#listening = ++this.#loops);
+    let began!: () => void;
+    const ready = new Promise<void>((resolve) => (began = resolve));
+    void (async () => {
+      let first = true;
+      for (;;) {
+        let keys: string[] | null;
+        try {
+          keys = await this.#pg.nextSettled();
+        } catch {
+          keys = null; // the store closed under us: the waiters fall back to polling
+        }
+        if (keys === null || this.#listening !== loop) return;
+        for (const key of keys) {
+          if (key === '' && first) {
+            first = false;
+            began();
+            continue;
+          }
+          // '' after a reconnect: a NOTIFY may have been missed, everyone looks again.
+          const wake = key === '' ? [...this.#watchers.values()].flatMap((s) => [...s]) : [...(this.#watchers.get(key) ?? [])];
+          for (const w of wake) w();
+        }
+      }
+    })();
+    return ready;
+  }
+
+  override async close(): Promise<void> {
+    this.#listening = 0;
+    this.#ready = undefined;
+    this.#pg.stopListening();
+    await super.close();
+  }
+}
+
+function checkOptions(options: PostgresStoreOptions) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('PostgresStore: options must be an object such as { url: "postgres://user@host/db" }');
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTIONS.has(name)) {
+      throw new TypeError(`PostgresStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
+    }
+  }
+  const { url = process.env.DATABASE_URL, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable } = options;
+  if (url === undefined || url === '') {
+    throw new TypeError('PostgresStore: no url given and DATABASE_URL is not set; pass { url: "postgres://user@host:5432/db" }');
+  }
+  if (typeof url !== 'string' || !/^postgres(ql)?:\/\//i.test(url)) {
+    throw new TypeError('PostgresStore: url must be a postgres:// or postgresql:// URL string');
+  }
+  if (table !== undefined && typeof table !== 'string') throw new TypeError('PostgresStore: table must be a string such as "idempotent_tools_records" or "app.calls"');
+  if (poolSize !== undefined && (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 64)) {
+    throw new RangeError('PostgresStore: poolSize must be an integer from 1 to 64');
+  }
+  for (const [name, value] of [['connectTimeoutMs', connectTimeoutMs], ['commandTimeoutMs', commandTimeoutMs]] as const) {
+    if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)) {
+      throw new RangeError(`PostgresStore: ${name} must be a finite number of milliseconds > 0`);
+    }
+  }
+  if (createTable !== undefined && typeof createTable !== 'boolean') throw new TypeError('PostgresStore: createTable must be a boolean');
+  return { url, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable };
+}

@@ -1,0 +1,645 @@
+//! `PostgresStore`'s native half: the same method surface as the other native stores, so
+//! one TypeScript wrapper drives it.
+//!
+//! - One row per key in one table (`sql/schema.sql`), its schema version in the table's
+//!   comment. The table is created on first use when the role may (else `migrate`).
+//! - `acquire`, `renew`, `complete`/`fail` and `release` are each one statement
+//!   (`sql/*.sql`), atomic at READ COMMITTED, fenced by token, timed by the server's
+//!   clock. A refused acquire returns the record in the way in the same reply, so a replay
+//!   is one round trip and a new call two (acquire, complete).
+//! - `ttlMs` is `expires_at`: every statement treats an expired row as absent; `prune`
+//!   deletes them in batches.
+//! - Settles send NOTIFY; `nextSettled` hands the keys to JavaScript (see `listen.rs`).
+
+mod listen;
+mod pool;
+pub mod sql;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use tokio_postgres::Row;
+
+use crate::claim::{decide, whole_ms, Decision};
+use crate::failure::{StoreFailure, StoreResult};
+use crate::record::{NativeStats, Record, COMPLETED, FAILED};
+use crate::token::new_token;
+use listen::Listening;
+use pool::Pool;
+use sql::{Table, DEFAULT_TABLE, PRUNE_BATCH};
+use target::Target;
+
+pub const DEFAULT_CONNECT_TIMEOUT_MS: f64 = 2000.0;
+pub const DEFAULT_COMMAND_TIMEOUT_MS: f64 = 5000.0;
+const DEFAULT_POOL_SIZE: u32 = 4;
+/// How often acquire is sent again when a concurrent writer changed the row after the
+/// statement's snapshot (each try takes a new snapshot, so this is rarely more than 1).
+const ACQUIRE_TRIES: usize = 8;
+
+#[napi(object)]
+pub struct PostgresOptions {
+    /// `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`.
+    pub url: String,
+    /// `name` or `schema.name`; default `idempotent_tools_records`.
+    pub table: Option<String>,
+    /// Connections in the pool; default 4.
+    pub pool_size: Option<u32>,
+    /// Bound on opening a connection; default 2000.
+    pub connect_timeout_ms: Option<f64>,
+    /// Bound on each statement's reply; default 5000.
+    pub command_timeout_ms: Option<f64>,
+    /// False: never create the table (it must have been made by `migrate`). Default true.
+    pub create_table: Option<bool>,
+}
+
+/// `acquire`'s request, with the record's `meta` (JSON text).
+#[napi(object)]
+#[derive(Clone, Debug)]
+pub struct PgAcquireRequest {
+    pub key: String,
+    pub name: String,
+    pub fingerprint: String,
+    pub lease_ms: f64,
+    pub ttl_ms: Option<f64>,
+    pub force: bool,
+    pub meta: Option<String>,
+}
+
+/// `complete`'s and `fail`'s request, with how long the call took.
+#[napi(object)]
+#[derive(Clone, Debug)]
+pub struct PgSettleRequest {
+    pub key: String,
+    pub token: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub ttl_ms: Option<f64>,
+    pub duration_ms: Option<f64>,
+}
+
+/// A record as JavaScript sees it (the shared record shape, with `meta` and `durationMs`).
+#[napi(object)]
+#[derive(Clone, Debug)]
+pub struct PgRecord {
+    pub key: String,
+    pub name: String,
+    pub fingerprint: String,
+    pub status: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub attempts: u32,
+    pub created_at: f64,
+    pub updated_at: f64,
+    pub expires_at: Option<f64>,
+    pub lease_expires_at: Option<f64>,
+    pub meta: Option<String>,
+    pub duration_ms: Option<f64>,
+}
+
+#[napi(object)]
+#[derive(Clone, Debug)]
+pub struct PgAcquireOutcome {
+    pub acquired: bool,
+    pub token: Option<String>,
+    pub attempts: u32,
+    pub taken_over: bool,
+    pub record: Option<PgRecord>,
+}
+
+fn attempts_of(n: i32) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(0)
+}
+
+/// A row of `get.sql`/`list.sql` (and `acquire.sql`'s `found` row from column 4 on, with
+/// the key given).
+fn record_at(row: &Row, key: String, at: usize) -> PgRecord {
+    let ms = |i: usize| row.get::<_, Option<i64>>(i).map(|t| t as f64);
+    PgRecord {
+        key,
+        name: row.get(at),
+        fingerprint: row.get(at + 1),
+        status: row.get(at + 2),
+        result: row.get(at + 3),
+        error: row.get(at + 4),
+        attempts: 0,
+        created_at: ms(at + 5).unwrap_or(0.0),
+        updated_at: ms(at + 6).unwrap_or(0.0),
+        expires_at: ms(at + 7),
+        lease_expires_at: ms(at + 8),
+        meta: row.get(at + 9),
+        duration_ms: row.get(at + 10),
+    }
+}
+
+fn record_row(row: &Row) -> PgRecord {
+    // key, name, fingerprint, status, result, error, attempts, created_at, updated_at,
+    // expires_at, lease_expires_at, meta, duration_ms
+    let ms = |i: usize| row.get::<_, Option<i64>>(i).map(|t| t as f64);
+    PgRecord {
+        key: row.get(0),
+        name: row.get(1),
+        fingerprint: row.get(2),
+        status: row.get(3),
+        result: row.get(4),
+        error: row.get(5),
+        attempts: attempts_of(row.get(6)),
+        created_at: ms(7).unwrap_or(0.0),
+        updated_at: ms(8).unwrap_or(0.0),
+        expires_at: ms(9),
+        lease_expires_at: ms(10),
+        meta: row.get(11),
+        duration_ms: row.get(12),
+    }
+}
+
+/// The claim rule's view of a found record (to tell a stale snapshot from a refusal).
+fn as_claim_record(r: &PgRecord) -> Record {
+    Record {
+        key: r.key.clone(),
+        name: r.name.clone(),
+        fingerprint: r.fingerprint.clone(),
+        status: r.status.clone(),
+        token: None,
+        result: None,
+        error: None,
+        attempts: r.attempts,
+        created_at: r.created_at as i64,
+        updated_at: r.updated_at as i64,
+        expires_at: r.expires_at.map(|t| t as i64),
+        lease_expires_at: r.lease_expires_at.map(|t| t as i64),
+    }
+}
+
+/// PostgreSQL text cannot hold U+0000: say so, instead of the server's encoding error.
+fn check_text(what: &str, value: &str) -> StoreResult<()> {
+    if value.contains('\0') {
+        return Err(StoreFailure::new(format!(
+            "PostgresStore cannot store a {what} that contains the character U+0000 (PostgreSQL text cannot hold it); \
+             use another {what}"
+        )));
+    }
+    Ok(())
+}
+
+fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<Duration> {
+    let ms = value.unwrap_or(default);
+    if !ms.is_finite() || ms <= 0.0 {
+        return Err(StoreFailure::new(format!(
+            "{name} must be a positive, finite number of milliseconds, got {ms}"
+        )));
+    }
+    Ok(Duration::from_millis(
+        ms.ceil().min(24.0 * 3600.0 * 1000.0) as u64
+    ))
+}
+
+/// Runs an async body on Tokio as its own task so that a panic in it becomes an error
+/// instead of crossing into Node.
+async fn guarded<T: Send + 'static>(
+    work: impl Future<Output = StoreResult<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(work).await {
+        Ok(outcome) => Ok(outcome?),
+        Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
+        Err(e) => Err(StoreFailure::new(format!("the store's task was cancelled: {e}")).into()),
+    }
+}
+
+struct Inner {
+    pool: Arc<Pool>,
+    listening: Mutex<Option<Listening>>,
+}
+
+impl Inner {
+    async fn acquire(&self, req: PgAcquireRequest) -> StoreResult<PgAcquireOutcome> {
+        const WHAT: &str = "PostgreSQL acquire failed";
+        check_text("key", &req.key)?;
+        check_text("name", &req.name)?;
+        let token = new_token();
+        let lease = whole_ms(req.lease_ms);
+        let ttl = req.ttl_ms.map(whole_ms);
+        for _ in 0..ACQUIRE_TRIES {
+            let rows = self
+                .pool
+                .run(WHAT, |s| {
+                    let (req, token) = (&req, &token);
+                    async move {
+                        s.client
+                            .query(
+                                &s.st.acquire,
+                                &[
+                                    &req.key,
+                                    &req.name,
+                                    &req.fingerprint,
+                                    token,
+                                    &lease,
+                                    &ttl,
+                                    &req.force,
+                                    &req.meta,
+                                ],
+                            )
+                            .await
+                    }
+                })
+                .await?;
+            let Some(row) = rows.first() else { continue };
+            let acquired: bool = row.get(0);
+            let attempts = attempts_of(row.get(1));
+            if acquired {
+                return Ok(PgAcquireOutcome {
+                    acquired,
+                    token: Some(token),
+                    attempts,
+                    taken_over: row.get(2),
+                    record: None,
+                });
+            }
+            let now: i64 = row.get(3);
+            let mut record = record_at(row, req.key.clone(), 4);
+            record.attempts = attempts;
+            // The snapshot showed a row that the claim rule would have let us claim: it
+            // changed under us (the statement saw a newer version). Look again.
+            if decide(
+                Some(&as_claim_record(&record)),
+                &req.fingerprint,
+                req.force,
+                now,
+            ) != Decision::Refuse
+            {
+                continue;
+            }
+            return Ok(PgAcquireOutcome {
+                acquired: false,
+                token: None,
+                attempts,
+                taken_over: false,
+                record: Some(record),
+            });
+        }
+        Err(self.pool.target.failure(
+            WHAT,
+            format!(
+                "key {:?} kept changing under {ACQUIRE_TRIES} tries",
+                req.key
+            ),
+        ))
+    }
+
+    async fn settle(&self, status: &'static str, r: PgSettleRequest) -> StoreResult<bool> {
+        let what = if status == COMPLETED {
+            "PostgreSQL complete failed"
+        } else {
+            "PostgreSQL fail failed"
+        };
+        check_text("key", &r.key)?;
+        let ttl = r.ttl_ms.map(whole_ms);
+        let duration = r.duration_ms.filter(|d| d.is_finite());
+        let row = self
+            .pool
+            .run(what, |s| {
+                let r = &r;
+                async move {
+                    s.client
+                        .query_one(
+                            &s.st.settle,
+                            &[
+                                &r.key, &r.token, &status, &r.result, &r.error, &ttl, &duration,
+                            ],
+                        )
+                        .await
+                }
+            })
+            .await?;
+        Ok(row.get(0))
+    }
+
+    async fn renew(&self, key: String, token: String, lease_ms: f64) -> StoreResult<bool> {
+        check_text("key", &key)?;
+        let lease = whole_ms(lease_ms);
+        let row = self
+            .pool
+            .run("PostgreSQL renew failed", |s| {
+                let (key, token) = (&key, &token);
+                async move { s.client.query_one(&s.st.renew, &[key, token, &lease]).await }
+            })
+            .await?;
+        Ok(row.get(0))
+    }
+
+    async fn release(&self, key: String) -> StoreResult<bool> {
+        check_text("key", &key)?;
+        let row = self
+            .pool
+            .run("PostgreSQL release failed", |s| {
+                let key = &key;
+                async move { s.client.query_one(&s.st.release, &[key]).await }
+            })
+            .await?;
+        Ok(row.get(0))
+    }
+
+    async fn get(&self, key: String) -> StoreResult<Option<PgRecord>> {
+        check_text("key", &key)?;
+        let rows = self
+            .pool
+            .run("PostgreSQL read failed", |s| {
+                let key = &key;
+                async move { s.client.query(&s.st.get, &[key]).await }
+            })
+            .await?;
+        Ok(rows.first().map(record_row))
+    }
+
+    async fn list(&self, status: Option<String>, limit: Option<u32>) -> StoreResult<Vec<PgRecord>> {
+        let limit = limit.map(i64::from);
+        let rows = self
+            .pool
+            .run("PostgreSQL list failed", |s| {
+                let status = &status;
+                async move { s.client.query(&s.st.list, &[status, &limit]).await }
+            })
+            .await?;
+        Ok(rows.iter().map(record_row).collect())
+    }
+
+    async fn stats(&self) -> StoreResult<NativeStats> {
+        let row = self
+            .pool
+            .run("PostgreSQL stats failed", |s| {
+                let sql = self.pool.sql.stats.clone();
+                async move { s.client.query_one(sql.as_str(), &[]).await }
+            })
+            .await?;
+        let count = |i: usize| u32::try_from(row.get::<_, i64>(i)).unwrap_or(u32::MAX);
+        Ok(NativeStats {
+            pending: count(0),
+            completed: count(1),
+            failed: count(2),
+            expired: count(3),
+            oldest_pending_at: row.get::<_, Option<i64>>(4).map(|t| t as f64),
+            size_bytes: Some(row.get::<_, i64>(5) as f64),
+        })
+    }
+
+    async fn clear(&self, key: Option<String>) -> StoreResult<u32> {
+        if let Some(k) = &key {
+            check_text("key", k)?;
+        }
+        let n = self
+            .pool
+            .run("PostgreSQL clear failed", |s| {
+                let key = &key;
+                async move { s.client.execute(&s.st.clear, &[key]).await }
+            })
+            .await?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    async fn prune(&self) -> StoreResult<u32> {
+        let mut total: u64 = 0;
+        loop {
+            let n = self
+                .pool
+                .run("PostgreSQL prune failed", |s| async move {
+                    s.client.execute(&s.st.prune, &[&PRUNE_BATCH]).await
+                })
+                .await?;
+            total += n;
+            if n < PRUNE_BATCH as u64 {
+                return Ok(u32::try_from(total).unwrap_or(u32::MAX));
+            }
+        }
+    }
+
+    /// Marks a pending claim as awaited (see `watch.sql`): false when it is not pending.
+    async fn watch(&self, key: String) -> StoreResult<bool> {
+        check_text("key", &key)?;
+        let n = self
+            .pool
+            .run("PostgreSQL watch failed", |s| {
+                let key = &key;
+                async move { s.client.execute(&s.st.watch, &[key]).await }
+            })
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Creates the table if it is missing (for roles that may not create it on first use,
+    /// run once by one that may); checks its version if it is there.
+    async fn migrate(&self) -> StoreResult<bool> {
+        const WHAT: &str = "PostgreSQL migrate failed";
+        let pool = self.pool.clone();
+        let work = async move {
+            let client = pool.connect(WHAT).await?;
+            let row = client
+                .query_one(pool.sql.version_query.as_str(), &[&pool.table.quoted])
+                .await
+                .map_err(|e| pool.fail(WHAT, &e))?;
+            let present: bool = row.get(0);
+            if present {
+                pool.ensure_schema(&client, WHAT, false).await?;
+                return Ok(false);
+            }
+            pool.create_table(&client, WHAT).await?;
+            Ok(true)
+        };
+        match tokio::time::timeout(self.pool.deadline() * 2, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(self.pool.target.failure(WHAT, "no answer in time")),
+        }
+    }
+}
+
+#[napi]
+pub struct NativePostgresStore {
+    inner: Arc<Inner>,
+}
+
+impl NativePostgresStore {
+    /// Builds a store from options without any I/O (shared by the constructor and tests).
+    pub fn from_options(options: PostgresOptions) -> StoreResult<Self> {
+        let target = Target::parse(&options.url)?;
+        let bad = |e: StoreFailure| target.failure("invalid PostgresStore options", e);
+        let table = Table::parse(options.table.as_deref().unwrap_or(DEFAULT_TABLE)).map_err(bad)?;
+        let connect = timeout_option(
+            "connectTimeoutMs",
+            options.connect_timeout_ms,
+            DEFAULT_CONNECT_TIMEOUT_MS,
+        )
+        .map_err(bad)?;
+        let command = timeout_option(
+            "commandTimeoutMs",
+            options.command_timeout_ms,
+            DEFAULT_COMMAND_TIMEOUT_MS,
+        )
+        .map_err(bad)?;
+        let size = options.pool_size.unwrap_or(DEFAULT_POOL_SIZE);
+        if !(1..=64).contains(&size) {
+            return Err(bad(StoreFailure::new(format!(
+                "poolSize must be 1 to 64, got {size}"
+            ))));
+        }
+        let pool = Pool::new(
+            target,
+            table,
+            size as usize,
+            connect,
+            command,
+            options.create_table.unwrap_or(true),
+        )?;
+        Ok(NativePostgresStore {
+            inner: Arc::new(Inner {
+                pool: Arc::new(pool),
+                listening: Mutex::new(None),
+            }),
+        })
+    }
+
+    fn with<T, F, Fut>(&self, work: F) -> impl Future<Output = Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+    {
+        guarded(work(self.inner.clone()))
+    }
+}
+
+#[napi]
+impl NativePostgresStore {
+    /// Parses and checks the options; connects on first use, not here.
+    #[napi(constructor, catch_unwind)]
+    pub fn new(options: PostgresOptions) -> Result<Self> {
+        Ok(Self::from_options(options)?)
+    }
+
+    /// The server's URL, with any password replaced by `***`.
+    #[napi(getter)]
+    pub fn path(&self) -> String {
+        self.inner.pool.target.label.clone()
+    }
+
+    /// The table, as given.
+    #[napi(getter)]
+    pub fn table(&self) -> String {
+        self.inner.pool.table.name.clone()
+    }
+
+    #[napi]
+    pub async fn acquire(&self, request: PgAcquireRequest) -> Result<PgAcquireOutcome> {
+        self.with(|s| async move { s.acquire(request).await }).await
+    }
+
+    #[napi]
+    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
+        self.with(|s| async move { s.renew(key, token, lease_ms).await })
+            .await
+    }
+
+    #[napi]
+    pub async fn complete(&self, request: PgSettleRequest) -> Result<bool> {
+        self.with(|s| async move { s.settle(COMPLETED, request).await })
+            .await
+    }
+
+    #[napi]
+    pub async fn fail(&self, request: PgSettleRequest) -> Result<bool> {
+        self.with(|s| async move { s.settle(FAILED, request).await })
+            .await
+    }
+
+    #[napi]
+    pub async fn release(&self, key: String) -> Result<bool> {
+        self.with(|s| async move { s.release(key).await }).await
+    }
+
+    #[napi]
+    pub async fn clear(&self, key: Option<String>) -> Result<u32> {
+        self.with(|s| async move { s.clear(key).await }).await
+    }
+
+    /// Deletes expired rows, in batches; returns how many.
+    #[napi]
+    pub async fn prune(&self) -> Result<u32> {
+        self.with(|s| async move { s.prune().await }).await
+    }
+
+    #[napi]
+    pub async fn get(&self, key: String) -> Result<Option<PgRecord>> {
+        self.with(|s| async move { s.get(key).await }).await
+    }
+
+    #[napi]
+    pub async fn list_records(
+        &self,
+        status: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<Vec<PgRecord>> {
+        self.with(|s| async move { s.list(status, limit).await })
+            .await
+    }
+
+    #[napi]
+    pub async fn stats(&self) -> Result<NativeStats> {
+        self.with(|s| async move { s.stats().await }).await
+    }
+
+    /// Creates the table when it is missing: true if it was created, false if it was
+    /// already there (its schema version checked).
+    #[napi]
+    pub async fn migrate(&self) -> Result<bool> {
+        self.with(|s| async move { s.migrate().await }).await
+    }
+
+    /// The keys settled since the last call (in any process), waiting for at least one;
+    /// `''` means "look again at every key". Starts listening on first call; resolves null
+    /// once `stopListening` is called.
+    #[napi]
+    pub async fn next_settled(&self) -> Result<Option<Vec<String>>> {
+        let rx = {
+            let mut slot = self
+                .inner
+                .listening
+                .lock()
+                .map_err(|_| StoreFailure::new("the store is closed"))?;
+            slot.get_or_insert_with(|| Listening::start(self.inner.pool.clone()))
+                .receiver()
+        };
+        guarded(async move { Ok(listen::next(&rx).await) }).await
+    }
+
+    /// Asks for a NOTIFY when `key`'s pending claim settles (call once `nextSettled` has
+    /// reported that listening began). False when the key is not pending: look again.
+    #[napi]
+    pub async fn watch(&self, key: String) -> Result<bool> {
+        self.with(|s| async move { s.watch(key).await }).await
+    }
+
+    /// Stops listening (a pending `nextSettled` resolves null).
+    #[napi]
+    pub fn stop_listening(&self) {
+        if let Ok(mut slot) = self.inner.listening.lock() {
+            if let Some(l) = slot.take() {
+                l.stop();
+            }
+        }
+    }
+
+    /// Closes the connections. Later calls fail with "the store is closed".
+    #[napi]
+    pub async fn close(&self) -> Result<()> {
+        self.stop_listening();
+        let inner = self.inner.clone();
+        guarded(async move {
+            inner.pool.close().await;
+            Ok(())
+        })
+        .await
+    }
+}

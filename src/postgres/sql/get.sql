@@ -1,0 +1,10 @@
+-- get: one key's record, unless expired.  $1 key.
+WITH now AS (
+  SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
+)
+SELECT r.key, r.name, r.fingerprint, r.status, r.result, r.error, r.attempts, r.created_at, r.updated_at,
+       r.expires_at, r.lease_expires_at, r.meta, r.duration_ms
+FROM {table} AS r, now
+WHERE r.key = $1::text
+  AND NOT (coalesce(r.expires_at <= now.ms, false)
+           AND NOT (r.status = 'pending' AND coalesce(r.lease_expires_at > now.ms, false)))

@@ -1,0 +1,314 @@
+//! Tests against a real PostgreSQL: `IDEMPOTENT_TOOLS_TEST_PG`, else
+//! postgres://postgres@127.0.0.1:5432/pg_helper (`.ci/postgres.sh` makes sure it exists).
+//! They fail, never skip, when it cannot be reached. Each test uses its own table.
+
+use super::*;
+
+fn pg_url() -> String {
+    std::env::var("IDEMPOTENT_TOOLS_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/pg_helper".into())
+}
+
+struct Fixture {
+    inner: Arc<Inner>,
+    table: String,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self::with_url(&pg_url())
+    }
+
+    fn with_url(url: &str) -> Self {
+        let table = format!("rs_{}", &new_token()[..12]);
+        let store = NativePostgresStore::from_options(PostgresOptions {
+            url: url.into(),
+            table: Some(table.clone()),
+            pool_size: Some(2),
+            connect_timeout_ms: None,
+            command_timeout_ms: None,
+            create_table: None,
+        })
+        .expect("options");
+        Fixture {
+            inner: store.inner,
+            table,
+        }
+    }
+
+    async fn drop_table(&self) {
+        let client = self
+            .inner
+            .pool
+            .connect("drop")
+            .await
+            .expect("PostgreSQL must be reachable for these tests");
+        client
+            .batch_execute(&format!("DROP TABLE IF EXISTS \"{}\"", self.table))
+            .await
+            .unwrap();
+    }
+
+    async fn sql(&self, text: &str) {
+        let client = self.inner.pool.connect("sql").await.unwrap();
+        client
+            .batch_execute(&text.replace("{t}", &format!("\"{}\"", self.table)))
+            .await
+            .unwrap();
+    }
+}
+
+fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> PgAcquireRequest {
+    PgAcquireRequest {
+        key: key.into(),
+        name: "charge".into(),
+        fingerprint: fp.into(),
+        lease_ms,
+        ttl_ms,
+        force,
+        meta: Some(r#"{"scope":"t-1"}"#.into()),
+    }
+}
+
+fn settle(
+    key: &str,
+    token: &str,
+    result: Option<&str>,
+    error: Option<&str>,
+    ttl_ms: Option<f64>,
+) -> PgSettleRequest {
+    PgSettleRequest {
+        key: key.into(),
+        token: token.into(),
+        result: result.map(Into::into),
+        error: error.map(Into::into),
+        ttl_ms,
+        duration_ms: Some(12.5),
+    }
+}
+
+#[tokio::test]
+async fn claim_settle_replay_and_fencing() {
+    let f = Fixture::new();
+    let s = &f.inner;
+    let a = s
+        .acquire(req("k", "fp", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(a.acquired && a.attempts == 1 && !a.taken_over);
+    let token = a.token.unwrap();
+    // In flight: refused, the record in the same reply; 'retry' claims it anew.
+    let b = s
+        .acquire(req("k", "fp", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(!b.acquired);
+    assert_eq!(b.record.as_ref().unwrap().status, "pending");
+    assert_eq!(
+        b.record.unwrap().meta.as_deref(),
+        Some(r#"{"scope":"t-1"}"#)
+    );
+    let retry = s
+        .acquire(req("k", "fp", 30_000.0, None, true))
+        .await
+        .unwrap();
+    assert!(retry.acquired && retry.attempts == 2);
+    // The first owner's token no longer holds the record.
+    assert!(!s
+        .settle(COMPLETED, settle("k", &token, Some("1"), None, None))
+        .await
+        .unwrap());
+    assert!(!s.renew("k".into(), token.clone(), 1000.0).await.unwrap());
+    let t2 = retry.token.unwrap();
+    assert!(s.renew("k".into(), t2.clone(), 30_000.0).await.unwrap());
+    // Any text is kept exactly (the TypeScript layer decides what is storable).
+    let text = "{\"b\":1,\"a\":\"\\ud800 é\"}   not json either";
+    assert!(s
+        .settle(COMPLETED, settle("k", &t2, Some(text), None, None))
+        .await
+        .unwrap());
+    // The same settle sent again (its reply lost) is recognised; another is refused.
+    assert!(s
+        .settle(COMPLETED, settle("k", &t2, Some(text), None, None))
+        .await
+        .unwrap());
+    assert!(!s
+        .settle(COMPLETED, settle("k", &t2, Some("2"), None, None))
+        .await
+        .unwrap());
+    let r = s.get("k".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            r.status.as_str(),
+            r.result.as_deref(),
+            r.attempts,
+            r.duration_ms
+        ),
+        ("completed", Some(text), 2, Some(12.5))
+    );
+    let replay = s
+        .acquire(req("k", "fp", 30_000.0, None, true))
+        .await
+        .unwrap();
+    assert!(!replay.acquired);
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some(text));
+    let other = s
+        .acquire(req("k", "other", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(!other.acquired && other.record.unwrap().fingerprint == "fp");
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn failed_runs_again_and_a_dead_lease_is_taken_over() {
+    let f = Fixture::new();
+    let s = &f.inner;
+    let a = s
+        .acquire(req("k", "fp", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s
+        .settle(
+            FAILED,
+            settle(
+                "k",
+                a.token.as_ref().unwrap(),
+                None,
+                Some(r#"{"name":"E","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
+    let b = s.acquire(req("k", "fp", 1.0, None, false)).await.unwrap();
+    assert!(b.acquired && b.attempts == 2 && !b.taken_over);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let c = s
+        .acquire(req("k", "fp", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(c.acquired && c.attempts == 3 && c.taken_over);
+    // The dead owner's late settle is refused.
+    assert!(!s
+        .settle(
+            COMPLETED,
+            settle("k", b.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    assert!(s.release("k".into()).await.unwrap());
+    assert_eq!(s.get("k".into()).await.unwrap().unwrap().status, "failed");
+    assert!(!s
+        .settle(
+            COMPLETED,
+            settle("k", c.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn expired_rows_count_as_absent_and_prune_deletes_them() {
+    let f = Fixture::new();
+    let s = &f.inner;
+    for i in 0..5 {
+        let k = format!("k{i}");
+        let a = s
+            .acquire(req(&k, "fp", 30_000.0, Some(1.0), false))
+            .await
+            .unwrap();
+        assert!(s
+            .settle(
+                COMPLETED,
+                settle(&k, a.token.as_ref().unwrap(), Some("1"), None, Some(1.0))
+            )
+            .await
+            .unwrap());
+    }
+    let live = s
+        .acquire(req("live", "fp", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(live.acquired);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(s.get("k0".into()).await.unwrap().is_none());
+    assert_eq!(s.list(None, None).await.unwrap().len(), 1);
+    let stats = s.stats().await.unwrap();
+    assert_eq!((stats.expired, stats.pending), (5, 1));
+    // An expired row is claimed fresh, with another fingerprint too.
+    let again = s
+        .acquire(req("k0", "other", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(again.acquired && again.attempts == 1);
+    assert_eq!(s.prune().await.unwrap(), 4);
+    assert_eq!(s.clear(None).await.unwrap(), 2);
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn racing_claims_have_one_winner() {
+    let f = Fixture::new();
+    let s = f.inner.clone();
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.acquire(req("race", "fp", 30_000.0, None, false))
+                .await
+                .unwrap()
+                .acquired
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        winners += t.await.unwrap() as u32;
+    }
+    assert_eq!(winners, 1);
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_clearly() {
+    let f = Fixture::new();
+    let err = f
+        .inner
+        .acquire(req("a\0b", "fp", 1000.0, None, false))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("U+0000"), "{err}");
+    let bad = NativePostgresStore::from_options(PostgresOptions {
+        url: pg_url(),
+        table: Some("x; drop table y".into()),
+        pool_size: None,
+        connect_timeout_ms: None,
+        command_timeout_ms: None,
+        create_table: None,
+    });
+    assert!(bad.err().unwrap().message.contains("invalid table name"));
+    // A table that is not ours is refused, never written.
+    f.sql("CREATE TABLE {t} (key text PRIMARY KEY)").await;
+    let err = f.inner.get("k".into()).await.unwrap_err();
+    assert!(
+        err.message.contains("not an idempotent-tools table"),
+        "{err}"
+    );
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_an_error_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let f = Fixture::with_url(&format!("postgres://u:s3cret-pw@127.0.0.1:{port}/db"));
+    let err = f.inner.get("k".into()).await.unwrap_err();
+    assert!(
+        err.message.contains("u:***@127.0.0.1") && !err.message.contains("s3cret-pw"),
+        "{err}"
+    );
+}
