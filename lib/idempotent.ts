@@ -3,6 +3,7 @@
  * the README). Store-agnostic: everything atomic happens inside `store.acquire`.
  */
 
+import { withArgsPreview } from './args-preview.js';
 import { running } from './call-context.js';
 import { Unencodable, canonicalJson } from './canonical.js';
 import {
@@ -179,6 +180,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
         leaseMs: c.leaseMs,
         ttlMs: c.ttlMs,
         force: c.onDuplicate === 'retry',
+        meta: withArgsPreview(undefined, c.preview, call.args),
       });
     } catch (err) {
       emit('store-error', { error: err });

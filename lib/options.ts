@@ -1,5 +1,6 @@
 /** The options of `idempotent()`, checked once at wrap time so that a typo fails at startup. */
 
+import { type ArgsPreviewOption, resolvePreview } from './args-preview.js';
 import type { EventSink, IdempotencyEvent } from './events.js';
 import type { Store } from './store.js';
 
@@ -28,6 +29,8 @@ export interface IdempotentOptions<A extends unknown[] = unknown[]> {
   payload?: (...args: A) => unknown;
   /** Called with every call's outcome (see README, "Events"). */
   onEvent?: (event: IdempotencyEvent) => void;
+  /** Keep a redacted, capped preview of the arguments in the record (README, "Inspecting"). Default off. */
+  preview?: ArgsPreviewOption<A>;
 }
 
 export interface Config<A extends unknown[]> {
@@ -42,11 +45,12 @@ export interface Config<A extends unknown[]> {
   context: ((...args: A) => unknown) | undefined;
   payload: ((...args: A) => unknown) | undefined;
   onEvent: EventSink;
+  preview: ArgsPreviewOption<A>;
 }
 
 const NAMES = [
   'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs',
-  'leaseMs', 'key', 'context', 'payload', 'onEvent',
+  'leaseMs', 'key', 'context', 'payload', 'onEvent', 'preview',
 ] as const;
 const KNOWN = new Set<string>(NAMES);
 const ON_DUPLICATE = new Set(['raise', 'block', 'retry']);
@@ -124,5 +128,6 @@ export function resolveOptions<A extends unknown[]>(fn: unknown, options: Idempo
     context: optionalFunction(o, 'context'),
     payload: optionalFunction(o, 'payload'),
     onEvent: optionalFunction(o, 'onEvent'),
+    preview: resolvePreview<A>(o.preview),
   };
 }
