@@ -12,6 +12,7 @@
 
 mod open;
 mod queries;
+mod watch;
 mod writer;
 
 #[cfg(test)]
