@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { pollChanges, sqliteChanges } from './cli/changes.js';
 import { age } from './cli/format.js';
 import { InspectRefusal, type OutputMode, inspect, recordByKey } from './cli/inspect.js';
+import { parsePort, ui } from './cli/ui.js';
 import { IdempotencyError } from './errors.js';
 import { QueryError, parseQuery } from './record-query.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
@@ -26,6 +27,8 @@ Commands:
                           (check first that its side effect did not happen)
   prune                   delete expired records
   stats                   counts by status, the oldest pending record, store size
+  ui [--port N]           serve the inspector page on 127.0.0.1, behind a random token
+                          in the URL it prints
 
 Options:
   --db PATH               the SQLite store file (default: $IDEMPOTENT_TOOLS_DB,
@@ -50,7 +53,7 @@ Exit codes: 0 done, 1 failed (no such record, store error, refused), 2 bad usage
 class UsageError extends Error {}
 class Refusal extends Error {}
 
-const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats']);
+const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats', 'ui']);
 
 function parse(argv: string[]) {
   let parsed;
@@ -72,6 +75,7 @@ function parse(argv: string[]) {
         since: { type: 'string' },
         limit: { type: 'string' },
         follow: { type: 'boolean' },
+        port: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
@@ -97,6 +101,14 @@ function parse(argv: string[]) {
   for (const flag of ['name', 'status', 'scope', 'since', 'limit', 'jsonl', 'follow'] as const) {
     if (values[flag] !== undefined && command !== 'inspect') throw new UsageError(`--${flag} goes with inspect`);
   }
+  if (values.port !== undefined && command !== 'ui') throw new UsageError('--port goes with ui');
+  if (command === 'ui' && (values.key !== undefined || values.json)) throw new UsageError('ui takes no --key or --json: the page has its own filters');
+  let port;
+  try {
+    port = parsePort(values.port);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   if (values.json && values.jsonl) throw new UsageError('give --json or --jsonl, not both');
   if (values.follow && values.key !== undefined) throw new UsageError('--follow prints every settle; filter it with --name, --status or --scope, not --key');
   let query;
@@ -106,7 +118,7 @@ function parse(argv: string[]) {
     if (err instanceof QueryError) throw new UsageError(err.message);
     throw err;
   }
-  return { values, command, query };
+  return { values, command, query, port };
 }
 
 type Values = ReturnType<typeof parse>['values'];
@@ -151,6 +163,10 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
           ? () => (store instanceof SqliteStore ? sqliteChanges(store.path) : Promise.resolve(pollChanges()))
           : undefined;
         await inspect(store, where, { query: query!, mode, out, err, follow });
+        return;
+      }
+      case 'ui': {
+        await ui(store, where, parsed.port, out);
         return;
       }
       case 'clear': {
