@@ -19,7 +19,9 @@ pub struct SqliteChangeWatch {
     conn: Arc<Mutex<Option<Connection>>>,
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> StoreResult<T> + Send + 'static) -> Result<T> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> StoreResult<T> + Send + 'static,
+) -> Result<T> {
     match tokio::task::spawn_blocking(work).await {
         Ok(outcome) => Ok(outcome?),
         Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
@@ -30,10 +32,13 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> StoreResult<T> + Sen
 /// Opens an existing store file without creating anything: a follower must never make
 /// a store appear where there was none.
 fn open(path: &str) -> StoreResult<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    let conn =
-        Connection::open_with_flags(path, flags).map_err(|e| StoreFailure::at(path, "cannot watch the store", e))?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(|e| StoreFailure::at(path, "cannot watch the store", e))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| StoreFailure::at(path, "cannot watch the store", e))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(|e| StoreFailure::at(path, "cannot watch the store", e))?;
     Ok(conn)
 }
 
@@ -44,7 +49,10 @@ impl SqliteChangeWatch {
     pub async fn open(path: String) -> Result<Self> {
         let p = path.clone();
         let conn = blocking(move || open(&p)).await?;
-        Ok(SqliteChangeWatch { path, conn: Arc::new(Mutex::new(Some(conn))) })
+        Ok(SqliteChangeWatch {
+            path,
+            conn: Arc::new(Mutex::new(Some(conn))),
+        })
     }
 
     /// A number that differs from the last one whenever the file changed in between.
@@ -53,8 +61,12 @@ impl SqliteChangeWatch {
         let conn = self.conn.clone();
         let path = self.path.clone();
         blocking(move || {
-            let guard = conn.lock().map_err(|_| StoreFailure::new("the watch is closed"))?;
-            let conn = guard.as_ref().ok_or_else(|| StoreFailure::new("the watch is closed"))?;
+            let guard = conn
+                .lock()
+                .map_err(|_| StoreFailure::new("the watch is closed"))?;
+            let conn = guard
+                .as_ref()
+                .ok_or_else(|| StoreFailure::new("the watch is closed"))?;
             conn.query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0))
                 .map(|v| v as f64)
                 .map_err(|e| StoreFailure::at(&path, "cannot read the store's change counter", e))
