@@ -32,9 +32,9 @@ let context: BrowserContext;
 let page: Page;
 
 /** A record as a framework call leaves it: claimed with its thread in `meta`, then settled (or not). */
-async function call(store: InstanceType<typeof lib.SqliteStore>, key: string, name: string, scope: string, end: 'complete' | 'fail' | 'none') {
+async function call(store: InstanceType<typeof lib.SqliteStore>, key: string, name: string, scope: string, end: 'complete' | 'fail' | 'none', leaseMs = 3_600_000) {
   const claim = await store.acquire({
-    key, name, fingerprint: `fp-${key}`, leaseMs: 3_600_000, force: false,
+    key, name, fingerprint: `fp-${key}`, leaseMs, force: false,
     meta: { scope, toolCallId: `call_${key}`, framework: 'langgraph', argsPreview: `["${key}"]` },
   });
   if (!claim.acquired) throw new Error(`${key} was already claimed`);
@@ -52,6 +52,7 @@ beforeAll(async () => {
   await call(store, 'refund-t8', 'refund', 'thread-8', 'fail');
   await call(store, 'email-t8', 'send_email', 'thread-8', 'complete');
   await call(store, 'refund-t77', 'refund', 'thread-77', 'none');
+  await call(store, 'crm-t9', 'sync_crm', 'thread-9', 'none', 1); // its owner is gone: the lease ran out
   await store.close();
 
   server = spawn(process.execPath, [CLI, '--db', db, 'ui'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -89,13 +90,20 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
   it('opens with the token and lists the records', async () => {
     await page.goto(url);
     await page.locator('#filters select[name=since]').selectOption('');
-    await expect.poll(rowKeys).toEqual(['charge-t7', 'email-t8', 'refund-t7-a', 'refund-t7-stuck', 'refund-t77', 'refund-t8']);
+    await expect.poll(rowKeys).toEqual(['charge-t7', 'crm-t9', 'email-t8', 'refund-t7-a', 'refund-t7-stuck', 'refund-t77', 'refund-t8']);
+    await expect.poll(() => page.locator('tr[data-key="crm-t9"] td.lease').textContent()).toMatch(/^stuck: ran out \d+s ago$/);
+    // The README's picture: INSPECTOR_SCREENSHOT=docs/inspector.png npx vitest run __test__/ui-browser.test.ts
+    if (process.env.INSPECTOR_SCREENSHOT) {
+      await page.click('tr[data-key="refund-t8"] button.details');
+      await page.locator('tr[data-detail-of="refund-t8"]').waitFor();
+      await page.screenshot({ path: process.env.INSPECTOR_SCREENSHOT });
+    }
   });
 
   it.runIf(keepsMeta)('lists only the thread asked for', async () => {
     await page.goto(url);
     await page.locator('#filters select[name=since]').selectOption('');
-    await expect.poll(rowKeys).toEqual(['charge-t7', 'email-t8', 'refund-t7-a', 'refund-t7-stuck', 'refund-t77', 'refund-t8']);
+    await expect.poll(rowKeys).toHaveLength(7);
     await page.fill('#filters input[name=scope]', 'thread-7');
     await page.click('#filters button[type=submit]');
     await expect.poll(rowKeys).toEqual(['charge-t7', 'refund-t7-a', 'refund-t7-stuck']);
@@ -103,7 +111,6 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     await expect.poll(() => page.locator('#timeline .tl-row').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.tool))).toEqual(['charge_card', 'refund']);
     const stuck = page.locator('tr[data-key="refund-t7-stuck"]');
     await expect.poll(() => stuck.locator('td.lease').textContent()).toMatch(/alive, \d+m left/);
-    if (process.env.INSPECTOR_SCREENSHOT) await page.screenshot({ path: process.env.INSPECTOR_SCREENSHOT });
   });
 
   it('releases a stuck record behind a confirmation, and it leaves the pending list', async () => {
