@@ -90,6 +90,17 @@ describe('inspect filters', () => {
       expect(r.stderr).toMatch(message);
     }
     expect((await cli('--db', db, 'stats', '--name', 'x')).stderr).toMatch(/--name goes with inspect/);
+    for (const [args, message] of [
+      [['ui', '--port', 'http'], /not a port/],
+      [['ui', '--port', '70000'], /not a port/],
+      [['inspect', '--port', '8080'], /--port goes with ui/],
+      [['ui', '--key', 'k'], /ui takes no --key/],
+      [['inspect', '--follow', '--key', 'k'], /not --key/],
+    ] as const) {
+      const r = await cli('--db', db, ...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
   });
 });
 
