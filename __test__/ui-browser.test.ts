@@ -107,6 +107,10 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     await page.fill('#filters input[name=scope]', 'thread-7');
     await page.click('#filters button[type=submit]');
     await expect.poll(rowKeys).toEqual(['charge-t7', 'refund-t7-a', 'refund-t7-stuck']);
+    // The filter is kept in the address: a reload shows the same thread.
+    expect(new URL(page.url()).searchParams.get('scope')).toBe('thread-7');
+    await page.reload();
+    await expect.poll(rowKeys).toEqual(['charge-t7', 'refund-t7-a', 'refund-t7-stuck']);
     // The timeline has a row per tool of that thread.
     await expect.poll(() => page.locator('#timeline .tl-row').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.tool))).toEqual(['charge_card', 'refund']);
     const stuck = page.locator('tr[data-key="refund-t7-stuck"]');
@@ -118,6 +122,9 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     await page.locator('#filters select[name=since]').selectOption('');
     await page.fill('#filters input[name=key]', 'refund-t7-');
     await page.locator('#filters select[name=status]').selectOption('pending');
+    await expect.poll(rowKeys).toEqual(['refund-t7-stuck']);
+    expect(new URL(page.url()).searchParams.get('key')).toBe('refund-t7-');
+    await page.reload(); // the filters are kept in the address
     await expect.poll(rowKeys).toEqual(['refund-t7-stuck']);
     const release = page.locator('tr[data-key="refund-t7-stuck"] button.release');
 

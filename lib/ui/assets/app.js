@@ -186,6 +186,21 @@ async function refresh() {
   }
 }
 
+// The filters live in the address too (beside the token), so a reload or a shared link
+// shows the same records: /?token=…&scope=thread-7&name=refund
+const FILTERS = ['name', 'status', 'scope', 'key', 'since', 'limit'];
+const start = new URLSearchParams(location.search);
+for (const k of FILTERS) if (start.has(k)) $('#filters').elements.namedItem(k).value = start.get(k);
+
+function keepInAddress() {
+  const params = new URLSearchParams({ token });
+  const form = new FormData($('#filters'));
+  for (const k of FILTERS) params.set(k, String(form.get(k) ?? ''));
+  history.replaceState(null, '', `?${params}`);
+}
+
+$('#filters').addEventListener('submit', () => keepInAddress());
+$('#filters').addEventListener('change', () => keepInAddress());
 $('#filters').addEventListener('submit', (e) => {
   e.preventDefault();
   refresh();
