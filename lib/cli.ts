@@ -6,16 +6,22 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 
+import { pollChanges, sqliteChanges } from './cli/changes.js';
+import { age } from './cli/format.js';
+import { InspectRefusal, type OutputMode, inspect, recordByKey } from './cli/inspect.js';
+import { parsePort, ui } from './cli/ui.js';
 import { IdempotencyError } from './errors.js';
 import { projectNamespace } from './project.js';
+import { QueryError, parseQuery } from './record-query.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
-import type { IdempotencyRecord, Store } from './store.js';
+import type { Store } from './store.js';
 
 const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL | --postgres URL] <command> [options]
 
 Commands:
-  inspect                 list all records, as a table
-  inspect --key K         show one record in full
+  inspect                 list all records, newest first, as a table
+  inspect --key K         show one record in full (K: the key or a unique start of it)
+  inspect --follow        print calls as they settle, until Ctrl-C
   clear                   delete all records (asks first, unless --yes)
   clear --key K           delete one record
   release --key K         free a stuck pending record, so the next call runs again
@@ -23,6 +29,8 @@ Commands:
   prune                   delete expired records
   stats                   counts by status, the oldest pending record, store size
   migrate                 create the Postgres table (for roles that may not create it)
+  ui [--port N]           serve the inspector page on 127.0.0.1, behind a random token
+                          in the URL it prints
 
 Options:
   --db PATH               the SQLite store file (default: $IDEMPOTENT_TOOLS_DB,
@@ -38,8 +46,14 @@ Options:
   --postgres URL          a PostgreSQL store: postgres://user[:password]@host/db
                           (migrate and --table use $DATABASE_URL when it is not given)
   --table T               the Postgres table (default: idempotent_tools_records)
-  --key K                 the record's key
+  --key K                 the record's key, or a unique start of it (as git takes hashes)
+  --name N                inspect: only calls of the function named N
+  --status S              inspect: only pending, completed or failed records
+  --scope T               inspect: only calls of the thread, conversation or run T
+  --since D               inspect: only records changed in the last D (90s, 15m, 1h, 2d)
+  --limit N               inspect: at most N records (the newest)
   --json                  machine-readable output
+  --jsonl                 inspect: one JSON record per line
   -y, --yes               clear all without asking
   -h, --help              this help
   -v, --version           the package version
@@ -49,7 +63,7 @@ Exit codes: 0 done, 1 failed (no such record, store error, refused), 2 bad usage
 class UsageError extends Error {}
 class Refusal extends Error {}
 
-const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats', 'migrate']);
+const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats', 'migrate', 'ui']);
 
 function parse(argv: string[]) {
   let parsed;
@@ -68,6 +82,14 @@ function parse(argv: string[]) {
         table: { type: 'string' },
         key: { type: 'string' },
         json: { type: 'boolean' },
+        jsonl: { type: 'boolean' },
+        name: { type: 'string' },
+        status: { type: 'string' },
+        scope: { type: 'string' },
+        since: { type: 'string' },
+        limit: { type: 'string' },
+        follow: { type: 'boolean' },
+        port: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
@@ -100,7 +122,27 @@ function parse(argv: string[]) {
     throw new UsageError(`${command} does not take --key`);
   }
   if (values.yes && command !== 'clear') throw new UsageError('--yes goes with clear');
-  return { values, command };
+  for (const flag of ['name', 'status', 'scope', 'since', 'limit', 'jsonl', 'follow'] as const) {
+    if (values[flag] !== undefined && command !== 'inspect') throw new UsageError(`--${flag} goes with inspect`);
+  }
+  if (values.port !== undefined && command !== 'ui') throw new UsageError('--port goes with ui');
+  if (command === 'ui' && (values.key !== undefined || values.json)) throw new UsageError('ui takes no --key or --json: the page has its own filters');
+  let port;
+  try {
+    port = parsePort(values.port);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (values.json && values.jsonl) throw new UsageError('give --json or --jsonl, not both');
+  if (values.follow && values.key !== undefined) throw new UsageError('--follow prints every settle; filter it with --name, --status or --scope, not --key');
+  let query;
+  try {
+    query = parseQuery(values);
+  } catch (err) {
+    if (err instanceof QueryError) throw new UsageError(err.message);
+    throw err;
+  }
+  return { values, command, query, port };
 }
 
 type Values = ReturnType<typeof parse>['values'];
@@ -136,59 +178,6 @@ async function openStore(values: Values, command: string): Promise<{ store: Stor
   return { store, where: store.path };
 }
 
-function age(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h`;
-  return `${Math.floor(s / 86400)}d`;
-}
-
-function expiry(r: IdempotencyRecord, now: number): string {
-  return r.expiresAt === null ? 'never' : `in ${age(r.expiresAt - now)}`;
-}
-
-function table(records: IdempotencyRecord[]): string {
-  const now = Date.now();
-  const projects = records.some((r) => r.namespace !== undefined);
-  const rows = [
-    ['KEY', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'EXPIRES', ...(projects ? ['PROJECT'] : [])],
-    ...records.map((r) => [
-      r.key,
-      r.name,
-      r.status,
-      String(r.attempts),
-      age(now - r.createdAt),
-      expiry(r, now),
-      ...(projects ? [r.namespace || '(none)'] : []),
-    ]),
-  ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n');
-}
-
-function detail(r: IdempotencyRecord): string {
-  const now = Date.now();
-  const lines: Array<[string, string]> = [
-    ['key', r.key],
-    ...(r.namespace === undefined ? [] : [['project', r.namespace || '(none)'] as [string, string]]),
-    ['name', r.name],
-    ['status', r.status],
-    ['attempts', String(r.attempts)],
-    ['created', `${new Date(r.createdAt).toISOString()} (${age(now - r.createdAt)} ago)`],
-    ['updated', `${new Date(r.updatedAt).toISOString()} (${age(now - r.updatedAt)} ago)`],
-    ['expires', r.expiresAt === null ? 'never' : new Date(r.expiresAt).toISOString()],
-    ['fingerprint', r.fingerprint],
-  ];
-  if (r.leaseExpiresAt !== null) lines.push(['lease until', new Date(r.leaseExpiresAt).toISOString()]);
-  if (r.error !== null) lines.push(['error', `${r.error.name}: ${r.error.message}`]);
-  if (r.status === 'completed' && r.error === null) {
-    lines.push(['result', r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2)]);
-  }
-  const width = Math.max(...lines.map(([k]) => k.length));
-  return lines.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
-}
-
 async function confirm(question: string): Promise<boolean> {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
   try {
@@ -198,26 +187,30 @@ async function confirm(question: string): Promise<boolean> {
   }
 }
 
-async function run(command: string, values: Values, out: (text: string) => void): Promise<void> {
+async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void, err: (text: string) => void): Promise<void> {
+  const { values, query } = parsed;
+  const command = parsed.command!;
   const { store, where } = await openStore(values, command);
-  const key = values.key;
+  let key = values.key;
   const json = values.json === true;
   const missing = () => new Refusal(`no record with key ${key} in ${where}`);
   try {
     switch (command) {
       case 'inspect': {
-        if (key !== undefined) {
-          const r = await store.get(key);
-          if (r === null) throw missing();
-          out(json ? JSON.stringify(r, null, 2) : detail(r));
-        } else {
-          const records = await store.listRecords();
-          out(json ? JSON.stringify(records, null, 2) : records.length === 0 ? `No records in ${where}.` : table(records));
-        }
+        const mode: OutputMode = values.jsonl ? 'jsonl' : json ? 'json' : 'text';
+        const follow = values.follow
+          ? () => (store instanceof SqliteStore ? sqliteChanges(store.path) : Promise.resolve(pollChanges()))
+          : undefined;
+        await inspect(store, where, { query: query!, mode, out, err, follow });
+        return;
+      }
+      case 'ui': {
+        await ui(store, where, parsed.port, out);
         return;
       }
       case 'clear': {
         if (key !== undefined) {
+          key = (await recordByKey(store, where, key)).key;
           if ((await store.clear(key)) === 0) throw missing();
           out(json ? JSON.stringify({ deleted: 1 }) : `Deleted the record ${key}.`);
           return;
@@ -239,7 +232,8 @@ async function run(command: string, values: Values, out: (text: string) => void)
         return;
       }
       case 'release': {
-        if (!(await store.release!(key!))) {
+        key = (await recordByKey(store, where, key!)).key;
+        if (!(await store.release!(key))) {
           const r = await store.get(key!);
           if (r === null) throw missing();
           throw new Refusal(`the record ${key} is ${r.status}, not pending: there is nothing to release`);
@@ -307,14 +301,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   try {
-    await run(parsed.command!, parsed.values, out);
+    await run(parsed, out, err);
     return 0;
   } catch (e) {
     if (e instanceof UsageError) {
       err(`idempotent-tools: ${e.message}\n\n${USAGE}`);
       return 2;
     }
-    if (e instanceof Refusal || e instanceof IdempotencyError || e instanceof TypeError || e instanceof RangeError) {
+    if (e instanceof Refusal || e instanceof InspectRefusal || e instanceof IdempotencyError || e instanceof TypeError || e instanceof RangeError) {
       const message = e.message.replace(/^idempotent-tools: /, '');
       err(`idempotent-tools: ${message}`);
       return 1;

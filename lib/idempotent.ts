@@ -3,6 +3,7 @@
  * the README). Store-agnostic: everything atomic happens inside `store.acquire`.
  */
 
+import { withArgsPreview } from './args-preview.js';
 import { running } from './call-context.js';
 import { Unencodable, canonicalJson, resultJson as encodeResult } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
@@ -187,7 +188,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
         leaseMs: c.leaseMs,
         ttlMs: c.ttlMs,
         force: c.onDuplicate === 'retry',
-        ...(meta === undefined ? {} : { meta }),
+        meta: withArgsPreview(meta, c.preview, call.args),
       });
     } catch (err) {
       if (err instanceof InexactStringError) throw err; // bad input, not a store failure

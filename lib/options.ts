@@ -1,5 +1,6 @@
 /** The options of `idempotent()`, checked once at wrap time so that a typo fails at startup. */
 
+import { type ArgsPreviewOption, resolvePreview } from './args-preview.js';
 import type { EventSink, IdempotencyEvent } from './events.js';
 import type { RecordMeta, Store } from './store.js';
 
@@ -38,6 +39,8 @@ export interface IdempotentOptions<A extends unknown[] = unknown[]> {
   reconcile?: (attempt: ReconcileAttempt<A>) => ReconcileOutcome | Promise<ReconcileOutcome>;
   /** Where the call comes from (scope, tool call id, framework), kept with its record for `inspect`. */
   meta?: (...args: A) => RecordMeta | undefined;
+  /** Keep a redacted, capped preview of the arguments in the record (README, "Inspecting"). Default off. */
+  preview?: ArgsPreviewOption<A>;
 }
 
 /** What `reconcile` is asked about. */
@@ -66,11 +69,12 @@ export interface Config<A extends unknown[]> {
   onEvent: EventSink;
   reconcile: ((attempt: ReconcileAttempt<A>) => ReconcileOutcome | Promise<ReconcileOutcome>) | undefined;
   meta: ((...args: A) => RecordMeta | undefined) | undefined;
+  preview: ArgsPreviewOption<A>;
 }
 
 const NAMES = [
   'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs',
-  'leaseMs', 'key', 'context', 'payload', 'onEvent', 'reconcile', 'meta',
+  'leaseMs', 'key', 'context', 'payload', 'onEvent', 'reconcile', 'meta', 'preview',
 ] as const;
 const KNOWN = new Set<string>(NAMES);
 const ON_DUPLICATE = new Set(['raise', 'block', 'retry']);
@@ -150,5 +154,6 @@ export function resolveOptions<A extends unknown[]>(fn: unknown, options: Idempo
     onEvent: optionalFunction(o, 'onEvent'),
     reconcile: optionalFunction(o, 'reconcile'),
     meta: optionalFunction(o, 'meta'),
+    preview: resolvePreview<A>(o.preview),
   };
 }

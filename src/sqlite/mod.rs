@@ -15,6 +15,7 @@ mod open;
 mod permissions;
 mod queries;
 mod schema;
+mod watch;
 mod writer;
 
 #[cfg(test)]

@@ -1,0 +1,45 @@
+/** `inspect --follow`: prints calls as they settle, until interrupted. */
+
+import { type RecordQuery, matches } from '../record-query.js';
+import type { IdempotencyRecord, Store } from '../store.js';
+import type { ChangeSignal } from './changes.js';
+import { followLine } from './format.js';
+
+/** What identifies one state of a record: a new claim, a settle, a release all change it. */
+function state(r: IdempotencyRecord): string {
+  return `${r.status}|${r.updatedAt}|${r.attempts}`;
+}
+
+export interface FollowOptions {
+  query: RecordQuery;
+  json: boolean;
+  changes: ChangeSignal;
+  stop: AbortSignal;
+  out: (text: string) => void;
+  /** Told once the current records are known: from then on, every settle is printed. */
+  ready: (text: string) => void;
+}
+
+export async function follow(store: Store, where: string, o: FollowOptions): Promise<void> {
+  const { query } = o;
+  // Settles by default; `--status pending` follows new claims and take-overs instead.
+  const shows = (r: IdempotencyRecord) => (query.status === undefined ? r.status !== 'pending' : r.status === query.status);
+  const list = () => store.listRecords(query.status === undefined ? {} : { status: query.status });
+  const seen = new Map<string, string>();
+  for (const r of await list()) seen.set(r.key, state(r));
+  o.ready(`Following ${where} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
+  while (!o.stop.aborted) {
+    await o.changes.next(o.stop);
+    if (o.stop.aborted) break;
+    const now = Date.now();
+    const records = await list();
+    const changed = records.filter((r) => seen.get(r.key) !== state(r)).sort((a, b) => a.updatedAt - b.updatedAt);
+    seen.clear();
+    for (const r of records) seen.set(r.key, state(r));
+    // `--since` and `--limit` shape the first look, not a live stream.
+    const q = { ...query, sinceMs: undefined };
+    for (const r of changed) {
+      if (shows(r) && matches(r, q, now)) o.out(o.json ? JSON.stringify(r) : followLine(r));
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/** How `inspect` shows records: a table, one record in full, one line per settled call. */
+
+import type { IdempotencyRecord } from '../store.js';
+
+export function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+export function took(ms: number | null): string {
+  if (ms === null) return '-';
+  return ms < 1000 ? `${Math.round(ms)}ms` : `${(ms / 1000).toFixed(1)}s`;
+}
+
+function expiry(r: IdempotencyRecord, now: number): string {
+  return r.expiresAt === null ? 'never' : `in ${age(r.expiresAt - now)}`;
+}
+
+/** For a pending record: whether its owner's lease still runs, and until when. */
+export function leaseState(r: IdempotencyRecord, now: number): string | null {
+  if (r.status !== 'pending' || r.leaseExpiresAt === null) return null;
+  return r.leaseExpiresAt > now
+    ? `alive, runs out in ${age(r.leaseExpiresAt - now)}`
+    : `ran out ${age(now - r.leaseExpiresAt)} ago (the next call takes it over)`;
+}
+
+function columns(rows: string[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return rows
+    .map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ').trimEnd())
+    .join('\n');
+}
+
+export function table(records: IdempotencyRecord[], now = Date.now()): string {
+  // The project column appears for stores that keep one (SQLite), so a shared default
+  // file shows whose record is whose.
+  const projects = records.some((r) => r.namespace !== undefined);
+  return columns([
+    ['KEY', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'TOOK', 'EXPIRES', 'SCOPE', ...(projects ? ['PROJECT'] : [])],
+    ...records.map((r) => [
+      r.key,
+      r.name,
+      r.status,
+      String(r.attempts),
+      age(now - r.createdAt),
+      took(r.durationMs),
+      expiry(r, now),
+      r.meta?.scope ?? '',
+      ...(projects ? [r.namespace || '(none)'] : []),
+    ]),
+  ]);
+}
+
+export function detail(r: IdempotencyRecord, now = Date.now()): string {
+  const lines: Array<[string, string]> = [
+    ['key', r.key],
+    ['name', r.name],
+    ['status', r.status],
+    ['attempts', String(r.attempts)],
+    ['created', `${new Date(r.createdAt).toISOString()} (${age(now - r.createdAt)} ago)`],
+    ['updated', `${new Date(r.updatedAt).toISOString()} (${age(now - r.updatedAt)} ago)`],
+    ['expires', r.expiresAt === null ? 'never' : new Date(r.expiresAt).toISOString()],
+    ['fingerprint', r.fingerprint],
+  ];
+  if (r.durationMs !== null) lines.push(['took', took(r.durationMs)]);
+  if (r.namespace !== undefined) lines.push(['project', r.namespace || '(none)']);
+  const meta = r.meta ?? {};
+  if (meta.project) lines.push(['project', meta.project]);
+  if (meta.scope) lines.push(['scope', meta.scope]);
+  if (meta.toolCallId) lines.push(['tool call', meta.toolCallId]);
+  if (meta.framework) lines.push(['framework', meta.framework]);
+  if (meta.argsPreview) lines.push(['arguments', meta.argsPreview]);
+  if (r.leaseExpiresAt !== null) {
+    const state = leaseState(r, now);
+    lines.push(['lease until', `${new Date(r.leaseExpiresAt).toISOString()}${state ? ` (${state})` : ''}`]);
+  }
+  if (r.error !== null) lines.push(['error', `${r.error.name}: ${r.error.message}`]);
+  if (r.status === 'completed' && r.error === null) {
+    lines.push(['result', r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2)]);
+  }
+  const width = Math.max(...lines.map(([k]) => k.length));
+  return lines.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
+}
+
+/** The candidates of an ambiguous key prefix, as git lists them. */
+export function candidates(prefix: string, records: IdempotencyRecord[]): string {
+  const shown = records.slice(0, 20).map((r) => `  ${r.key}  ${r.name}  ${r.status}`);
+  if (records.length > shown.length) shown.push(`  … and ${records.length - shown.length} more`);
+  return `the key prefix ${prefix} is ambiguous; ${records.length} records start with it:\n${shown.join('\n')}\ngive more of the key`;
+}
+
+/** One settled call, for `inspect --follow`. */
+export function followLine(r: IdempotencyRecord): string {
+  const parts = [new Date(r.updatedAt).toISOString(), r.status.padEnd(9), r.name, took(r.durationMs)];
+  if (r.attempts > 1) parts.push(`attempt ${r.attempts}`);
+  if (r.meta?.scope) parts.push(`scope ${r.meta.scope}`);
+  if (r.error !== null && r.status === 'failed') parts.push(`${r.error.name}: ${r.error.message}`);
+  parts.push(r.key);
+  return parts.join('  ');
+}

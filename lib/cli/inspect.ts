@@ -1,0 +1,68 @@
+/** `inspect`: the records that match the filters, one record by key or key prefix, or `--follow`. */
+
+import { type RecordQuery, findByKey, queryRecords } from '../record-query.js';
+import type { IdempotencyRecord, Store } from '../store.js';
+import type { ChangeSignal } from './changes.js';
+import { candidates, detail, table } from './format.js';
+import { follow } from './follow.js';
+
+export type OutputMode = 'text' | 'json' | 'jsonl';
+
+/** A refusal: a message on stderr and exit code 1. */
+export class InspectRefusal extends Error {}
+
+/** The record that `key` (a whole key or a unique prefix) names; refuses with the candidates otherwise. */
+export async function recordByKey(store: Store, where: string, key: string): Promise<IdempotencyRecord> {
+  const found = await findByKey(store, key);
+  if ('found' in found) return found.found;
+  if ('ambiguous' in found) throw new InspectRefusal(candidates(key, found.ambiguous));
+  throw new InspectRefusal(`no record with key ${key} in ${where}`);
+}
+
+export interface InspectOptions {
+  query: RecordQuery;
+  mode: OutputMode;
+  out: (text: string) => void;
+  err: (text: string) => void;
+  /** For `--follow`: how to learn of changes (opened on demand). */
+  follow?: () => Promise<ChangeSignal>;
+}
+
+export async function inspect(store: Store, where: string, o: InspectOptions): Promise<void> {
+  const { query, mode, out } = o;
+  if (o.follow !== undefined) {
+    const changes = await o.follow();
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      await follow(store, where, { query, json: mode !== 'text', changes, stop: stop.signal, out, ready: o.err });
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      await changes.close();
+    }
+    return;
+  }
+  const { keyPrefix, ...filters } = query;
+  const onlyKey = keyPrefix !== undefined && Object.values(filters).every((v) => v === undefined);
+  if (onlyKey) {
+    const r = await recordByKey(store, where, keyPrefix);
+    out(mode === 'text' ? detail(r) : mode === 'json' ? JSON.stringify(r, null, 2) : JSON.stringify(r));
+    return;
+  }
+  const { records, matched } = await queryRecords(store, query);
+  if (mode === 'json') return out(JSON.stringify(records, null, 2));
+  if (mode === 'jsonl') {
+    if (records.length > 0) out(records.map((r) => JSON.stringify(r)).join('\n'));
+    return;
+  }
+  if (records.length === 0) {
+    const filtered = Object.values(query).some((v) => v !== undefined);
+    out(filtered ? `No records match in ${where}.` : `No records in ${where}.`);
+    return;
+  }
+  out(table(records));
+  if (matched > records.length) o.err(`(${records.length} of ${matched} matching records shown; raise --limit to see more)`);
+}

@@ -1,0 +1,107 @@
+/**
+ * Finding records: the filters of `inspect` and of the inspector page (name, status,
+ * scope, since, key prefix, limit), over any store's `listRecords`. Shared by the CLI and
+ * the page so that one filter means one thing in both.
+ */
+
+import type { IdempotencyRecord, RecordStatus, Store } from './store.js';
+
+export interface RecordQuery {
+  /** The function's name, exactly. */
+  name?: string;
+  status?: RecordStatus;
+  /** A thread, conversation or run: matches a record whose `meta.scope` is this, or has it as one `/`, `:` or `#`-separated part. */
+  scope?: string;
+  /** Only records changed (claimed or settled) within this many ms before now. */
+  sinceMs?: number;
+  /** A key or the start of one. */
+  keyPrefix?: string;
+  /** At most this many records, newest first. */
+  limit?: number;
+}
+
+/** A filter value that cannot be understood; the message says what to give instead. */
+export class QueryError extends Error {}
+
+const STATUSES = new Set(['pending', 'completed', 'failed']);
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** `90s`, `15m`, `1h`, `1h30m`, `2d`, `1w`: a duration in ms. */
+export function parseSince(text: string): number {
+  const parts = /^(?:\d+(?:\.\d+)?[smhdw])+$/.test(text.trim()) ? text.trim().match(/\d+(?:\.\d+)?[smhdw]/g)! : null;
+  if (parts === null) {
+    throw new QueryError(`--since ${JSON.stringify(text)} is not a duration; give one such as 90s, 15m, 1h, 1h30m, 2d or 1w`);
+  }
+  return parts.reduce((ms, p) => ms + Number(p.slice(0, -1)) * UNIT_MS[p.slice(-1)], 0);
+}
+
+/** Builds a query from text values (CLI flags, URL parameters); empty strings mean "not given". */
+export function parseQuery(raw: { [k in 'name' | 'status' | 'scope' | 'since' | 'key' | 'limit']?: string | undefined }): RecordQuery {
+  const given = (v: string | undefined) => (v === undefined || v === '' ? undefined : v);
+  const q: RecordQuery = {};
+  if (given(raw.name)) q.name = raw.name;
+  if (given(raw.scope)) q.scope = raw.scope;
+  if (given(raw.key)) q.keyPrefix = raw.key;
+  const status = given(raw.status);
+  if (status !== undefined) {
+    if (!STATUSES.has(status)) throw new QueryError(`--status ${JSON.stringify(status)} is not a status; give pending, completed or failed`);
+    q.status = status as RecordStatus;
+  }
+  const since = given(raw.since);
+  if (since !== undefined) q.sinceMs = parseSince(since);
+  const limit = given(raw.limit);
+  if (limit !== undefined) {
+    const n = Number(limit);
+    if (!/^\d+$/.test(limit) || n < 1) throw new QueryError(`--limit ${JSON.stringify(limit)} is not a count; give a whole number >= 1`);
+    q.limit = n;
+  }
+  return q;
+}
+
+/** Does `scope` (a record's `meta.scope`) belong to the thread/conversation/run `wanted`? */
+export function scopeMatches(scope: string | undefined, wanted: string): boolean {
+  if (scope === undefined) return false;
+  if (scope === wanted) return true;
+  return scope.split(/[/:#|]/).includes(wanted);
+}
+
+export function matches(r: IdempotencyRecord, q: RecordQuery, now: number): boolean {
+  if (q.name !== undefined && r.name !== q.name) return false;
+  if (q.status !== undefined && r.status !== q.status) return false;
+  if (q.scope !== undefined && !scopeMatches(r.meta?.scope, q.scope)) return false;
+  if (q.sinceMs !== undefined && r.updatedAt < now - q.sinceMs) return false;
+  if (q.keyPrefix !== undefined && !r.key.startsWith(q.keyPrefix)) return false;
+  return true;
+}
+
+/** Newest change first; ties by key so the order is stable between looks. */
+export function newestFirst(a: IdempotencyRecord, b: IdempotencyRecord): number {
+  return b.updatedAt - a.updatedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+}
+
+/** The records that match, newest first, and how many matched before `limit` cut them. */
+export async function queryRecords(
+  store: Pick<Store, 'listRecords'>,
+  q: RecordQuery,
+  now = Date.now(),
+): Promise<{ records: IdempotencyRecord[]; matched: number }> {
+  // The store filters by status itself; everything else is checked here.
+  const all = await store.listRecords(q.status === undefined ? {} : { status: q.status });
+  const found = all.filter((r) => matches(r, q, now)).sort(newestFirst);
+  return { records: q.limit === undefined ? found : found.slice(0, q.limit), matched: found.length };
+}
+
+export type KeyLookup =
+  | { found: IdempotencyRecord }
+  | { ambiguous: IdempotencyRecord[] }
+  | { missing: true };
+
+/** A whole key, or a unique start of one, as git takes commit hashes. */
+export async function findByKey(store: Pick<Store, 'get' | 'listRecords'>, keyOrPrefix: string): Promise<KeyLookup> {
+  const exact = await store.get(keyOrPrefix);
+  if (exact !== null) return { found: exact };
+  const candidates = (await store.listRecords()).filter((r) => r.key.startsWith(keyOrPrefix)).sort(newestFirst);
+  if (candidates.length === 0) return { missing: true };
+  if (candidates.length === 1) return { found: candidates[0] };
+  return { ambiguous: candidates };
+}

@@ -1,0 +1,210 @@
+// The inspector page: plain JavaScript, no build step. Every value from a record is put
+// into the page as text (textContent), never as HTML.
+
+const token = document.querySelector('meta[name="inspector-token"]').content;
+const $ = (selector) => document.querySelector(selector);
+const REFRESH_MS = 2000;
+const expanded = new Set();
+
+async function api(path, init = {}) {
+  const res = await fetch(path, { ...init, headers: { 'x-inspector-token': token, ...(init.headers || {}) } });
+  const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  if (!res.ok) throw new Error(body.error || `HTTP ${res.status}`);
+  return body;
+}
+
+function filterParams() {
+  const params = new URLSearchParams();
+  for (const [k, v] of new FormData($('#filters'))) if (String(v).trim() !== '') params.set(k, String(v).trim());
+  return params;
+}
+
+function age(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+const took = (ms) => (ms == null ? '' : ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') node.className = v;
+    else if (k === 'dataset') Object.assign(node.dataset, v);
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c ?? '')));
+  return node;
+}
+
+function leaseCell(r, now) {
+  if (r.status !== 'pending' || r.leaseExpiresAt == null) return el('td');
+  const left = r.leaseExpiresAt - now;
+  const title = `lease until ${new Date(r.leaseExpiresAt).toISOString()}`;
+  if (left > 0) return el('td', { title, class: 'lease' }, `alive, ${age(left)} left`);
+  return el('td', { title, class: 'lease lease-dead' }, `stuck: ran out ${age(-left)} ago`);
+}
+
+function confirmAction(text, detail) {
+  const dialog = $('#confirm');
+  $('#confirm-text').textContent = text;
+  $('#confirm-detail').textContent = detail;
+  dialog.returnValue = '';
+  dialog.showModal();
+  return new Promise((done) => dialog.addEventListener('close', () => done(dialog.returnValue === 'ok'), { once: true }));
+}
+
+async function act(kind, r) {
+  const text = kind === 'release'
+    ? `Release the pending record of "${r.name}"? The next call with this key runs it again.`
+    : `Delete the record of "${r.name}"? The next call with this key runs it again.`;
+  const detail = kind === 'release'
+    ? `Check first that its side effect did not happen. Key: ${r.key}`
+    : `Key: ${r.key}`;
+  if (!(await confirmAction(text, detail))) return;
+  let failure = '';
+  try {
+    await api(`api/${kind}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: r.key }) });
+  } catch (err) {
+    failure = err.message;
+  }
+  await refresh();
+  // A failed action's message stays until the next action; a refresh does not hide it.
+  showError(failure);
+  if (failure) $('#error').dataset.sticky = '1';
+  else delete $('#error').dataset.sticky;
+}
+
+function showError(message) {
+  $('#error').hidden = message === '';
+  $('#error').textContent = message;
+}
+
+function detailRow(r) {
+  const meta = r.meta || {};
+  const lines = [
+    ['key', r.key],
+    ['created', new Date(r.createdAt).toISOString()],
+    ['updated', new Date(r.updatedAt).toISOString()],
+    ['expires', r.expiresAt == null ? 'never' : new Date(r.expiresAt).toISOString()],
+    ['framework', meta.framework], ['project', meta.project || r.namespace], ['scope', meta.scope], ['tool call', meta.toolCallId],
+    ['arguments', meta.argsPreview],
+    ['error', r.error ? `${r.error.name}: ${r.error.message}` : undefined],
+    ['result', r.status === 'completed' && !r.error ? (r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2)) : undefined],
+  ].filter(([, v]) => v !== undefined && v !== null && v !== '');
+  return el('tr', { class: 'detail', dataset: { detailOf: r.key } },
+    el('td', { colspan: '10' }, el('pre', {}, lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n'))));
+}
+
+function renderRecords({ records, matched, where, now }) {
+  $('#where').textContent = where;
+  $('#count').textContent = matched > records.length ? `${records.length} of ${matched}` : `${records.length}`;
+  const body = $('#records tbody');
+  const rows = [];
+  for (const r of records) {
+    const short = r.key.length > 20 ? `${r.key.slice(0, 16)}…` : r.key;
+    const actions = el('td', { class: 'actions' },
+      el('button', { type: 'button', class: 'details', onclick: () => { expanded.has(r.key) ? expanded.delete(r.key) : expanded.add(r.key); renderRecords({ records, matched, where, now }); } }, 'Details'));
+    if (r.status === 'pending') actions.append(el('button', { type: 'button', class: 'release danger', onclick: () => act('release', r) }, 'Release'));
+    actions.append(el('button', { type: 'button', class: 'clear danger', onclick: () => act('clear', r) }, 'Clear'));
+    rows.push(el('tr', { dataset: { key: r.key, status: r.status } },
+      el('td', { class: 'key', title: r.key }, short),
+      el('td', {}, r.name),
+      el('td', {}, el('span', { class: `status ${r.status}` }, r.status)),
+      el('td', {}, r.meta?.scope ?? ''),
+      el('td', {}, r.meta?.toolCallId ?? ''),
+      el('td', {}, r.attempts),
+      el('td', { title: new Date(r.updatedAt).toISOString() }, `${age(now - r.updatedAt)} ago`),
+      el('td', {}, took(r.durationMs)),
+      leaseCell(r, now),
+      actions));
+    if (expanded.has(r.key)) rows.push(detailRow(r));
+  }
+  if (records.length === 0) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: '10', class: 'muted' }, 'No records match.')));
+  body.replaceChildren(...rows);
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+const KINDS = ['executed', 'replayed', 'failed', 'takenOver'];
+
+function renderTimeline(t) {
+  $('#timeline-range').textContent = `${new Date(t.from).toLocaleTimeString()} – ${new Date(t.to).toLocaleTimeString()}`;
+  $('#taken-label').textContent = t.live ? 'taken over' : 're-run (attempt > 1)';
+  $('#timeline-note').textContent = t.live
+    ? `Executed and failed come from the records; replayed and taken over are this process's calls since ${new Date(t.liveSince).toLocaleTimeString()}.`
+    : 'From the records: each key shows its latest state only. Replays leave no record, so they are counted only when the page runs inside your application (serveInspector from idempotent-tools/ui).';
+  const rows = t.tools.map((tool) => {
+    const n = tool.counts.executed.length;
+    const totals = Array.from({ length: n }, (_, i) => KINDS.reduce((s, k) => s + tool.counts[k][i], 0));
+    const max = Math.max(1, ...totals);
+    const svg = document.createElementNS(SVG, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${n * 10} 28`);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    for (let i = 0; i < n; i++) {
+      let y = 28;
+      for (const k of KINDS) {
+        const c = tool.counts[k][i];
+        if (c === 0) continue;
+        const h = (c / max) * 26;
+        y -= h;
+        const rect = document.createElementNS(SVG, 'rect');
+        rect.setAttribute('x', String(i * 10 + 1));
+        rect.setAttribute('y', String(y));
+        rect.setAttribute('width', '8');
+        rect.setAttribute('height', String(h));
+        rect.setAttribute('class', k);
+        const title = document.createElementNS(SVG, 'title');
+        title.textContent = `${c} ${k === 'takenOver' ? (t.live ? 'taken over' : 're-run') : k}, ${new Date(t.from + i * t.bucketMs).toLocaleTimeString()}`;
+        rect.append(title);
+        svg.append(rect);
+      }
+    }
+    return el('div', { class: 'tl-row', dataset: { tool: tool.name } }, el('span', { class: 'tl-name', title: tool.name }, tool.name), svg);
+  });
+  $('#timeline').replaceChildren(...(rows.length ? rows : [el('p', { class: 'muted small' }, 'No calls in this window.')]));
+}
+
+let inFlight = false;
+async function refresh() {
+  if (inFlight) return;
+  inFlight = true;
+  try {
+    const params = filterParams();
+    const [records, timeline] = await Promise.all([api(`api/records?${params}`), api(`api/timeline?${params}`)]);
+    renderRecords(records);
+    renderTimeline(timeline);
+    if (!$('#error').dataset.sticky) showError('');
+    document.body.dataset.loaded = String(Date.now());
+  } catch (err) {
+    showError(err.message);
+  } finally {
+    inFlight = false;
+  }
+}
+
+// The filters live in the address too (beside the token), so a reload or a shared link
+// shows the same records: /?token=…&scope=thread-7&name=refund
+const FILTERS = ['name', 'status', 'scope', 'key', 'since', 'limit'];
+const start = new URLSearchParams(location.search);
+for (const k of FILTERS) if (start.has(k)) $('#filters').elements.namedItem(k).value = start.get(k);
+
+function keepInAddress() {
+  const params = new URLSearchParams({ token });
+  const form = new FormData($('#filters'));
+  for (const k of FILTERS) params.set(k, String(form.get(k) ?? ''));
+  history.replaceState(null, '', `?${params}`);
+}
+
+$('#filters').addEventListener('submit', () => keepInAddress());
+$('#filters').addEventListener('change', () => keepInAddress());
+$('#filters').addEventListener('submit', (e) => {
+  e.preventDefault();
+  refresh();
+});
+$('#filters').addEventListener('change', () => refresh());
+refresh();
+setInterval(refresh, REFRESH_MS);
