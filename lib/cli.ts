@@ -21,6 +21,8 @@ Commands:
                           (check first that its side effect did not happen)
   prune                   delete expired records
   stats                   counts by status, the oldest pending record, store size
+  mcp -- <command>        serve an MCP server on stdio with a retry guard on its tools
+                          (idempotent-tools mcp --help)
 
 Options:
   --db PATH               the SQLite store file (default: $IDEMPOTENT_TOOLS_DB,
@@ -232,6 +234,8 @@ function version(): string {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // A program of its own on top of the library; loaded only when asked for.
+  if (argv[0] === 'mcp') return (await import('./mcp/cli.js')).main(argv.slice(1));
   const out = (text: string) => process.stdout.write(text + '\n');
   const err = (text: string) => process.stderr.write(text + '\n');
   let parsed;
