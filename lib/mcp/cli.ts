@@ -6,9 +6,12 @@
 
 import { parseArgs } from 'node:util';
 
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
+import * as pkg from '../index.js';
 import type { Store } from '../index.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { McpProxy } from './proxy.js';
@@ -96,11 +99,10 @@ function parse(argv: string[]): Parsed {
 }
 
 async function openStore(values: Parsed['values']): Promise<Store> {
-  // The package's public API, as any application would use it.
-  const pkg = (await import('../index.js')) as typeof import('../index.js') & Record<string, unknown>;
   if (values.redis !== undefined) return new pkg.RedisStore({ url: values.redis, prefix: values.prefix });
   if (values.postgres !== undefined) {
-    const PostgresStore = pkg.PostgresStore as (new (o: { url: string; table?: string }) => Store) | undefined;
+    // Looked up at run time: PostgresStore is newer than this proxy.
+    const PostgresStore = (pkg as Record<string, unknown>).PostgresStore as (new (o: { url: string; table?: string }) => Store) | undefined;
     if (typeof PostgresStore !== 'function') {
       throw new ConfigError('--postgres needs a version of idempotent-tools with PostgresStore, and this one has none; use --db or --redis');
     }
@@ -114,7 +116,7 @@ async function openStore(values: Parsed['values']): Promise<Store> {
   return store;
 }
 
-async function upstreamFor(parsed: Parsed): Promise<{ transport: Transport; description: string }> {
+function upstreamFor(parsed: Parsed): { transport: Transport; description: string } {
   if (parsed.values.url !== undefined) {
     let url: URL;
     try {
@@ -122,11 +124,9 @@ async function upstreamFor(parsed: Parsed): Promise<{ transport: Transport; desc
     } catch {
       throw new UsageError(`--url must be a URL such as http://127.0.0.1:3001/mcp, not ${JSON.stringify(parsed.values.url)}`);
     }
-    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
     return { transport: new StreamableHTTPClientTransport(url), description: url.href };
   }
   const [command, ...args] = parsed.command;
-  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
   return {
     // The whole environment: the server is the user's, configured the way they run it.
     transport: new StdioClientTransport({ command, args, env: process.env as Record<string, string>, stderr: 'inherit' }),
@@ -159,7 +159,16 @@ export async function main(argv: string[]): Promise<number> {
     err(`idempotent-tools mcp: ${(e as Error).message.replace(/^idempotent-tools: /, '')}`);
     return 1;
   }
-  const { transport, description } = await upstreamFor(parsed);
+  let upstream;
+  try {
+    upstream = upstreamFor(parsed);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    err(`idempotent-tools mcp: ${e.message}\n\n${MCP_USAGE}`);
+    await store.close().catch(() => {});
+    return 2;
+  }
+  const { transport, description } = upstream;
   const proxy = new McpProxy({
     config,
     store,
