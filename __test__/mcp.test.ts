@@ -11,6 +11,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { lib, runNode, tempDir } from './helpers';
+import { sharedRedis, uniquePrefix } from './redis-server';
 import { CLI, COUNTING, alive, connect, count, events, text, until, type Proxied } from './mcp-helpers';
 
 const REPLAYED = 'idempotent-tools/replayed';
@@ -109,6 +110,30 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(r1._meta?.[REPLAYED]).toBeUndefined();
     expect(r2._meta?.[REPLAYED]).toBe(true);
     expect(r2.structuredContent).toEqual(r1.structuredContent);
+  });
+
+  it('with --redis, proxies share the guarantee through Redis (a race, then a replay in a third)', async () => {
+    const redis = await sharedRedis();
+    const { log, release } = setup();
+    const flags = ['--redis', redis.url, '--prefix', uniquePrefix()];
+    const [a, b] = await Promise.all([
+      connect({ flags, env: { COUNT_LOG: log } }),
+      connect({ flags, env: { COUNT_LOG: log } }),
+    ]);
+    open.push(a, b);
+    const first = a.client.callTool({ name: 'act', arguments: { id: 'redis', hold: true } });
+    await until(() => count(log, 'start', 'redis') === 1, 'the first call to start');
+    const second = b.client.callTool({ name: 'act', arguments: { id: 'redis', hold: true } });
+    await until(() => /waiting\s+counting\/act/.test(b.stderr()), 'the second proxy to wait');
+    release();
+    const [r1, r2] = await Promise.all([first, second]);
+    expect(r2._meta?.[REPLAYED]).toBe(true);
+    expect(r2.structuredContent).toEqual(r1.structuredContent);
+    const c = await connect({ flags, env: { COUNT_LOG: log } });
+    open.push(c);
+    expect((await c.client.callTool({ name: 'act', arguments: { id: 'redis', hold: true } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'redis')).toBe(1);
+    await redis.stop();
   });
 
   it('the first call keeps its progress notifications while a duplicate waits', async () => {
