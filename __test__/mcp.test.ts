@@ -4,13 +4,14 @@
  * the tests count side effects across proxies, restarts and crashes.
  */
 
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { lib, runNode, tempDir } from './helpers';
+import { ROOT, lib, runNode, tempDir } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
 import { CLI, COUNTING, alive, connect, count, events, text, until, type Proxied } from './mcp-helpers';
 
@@ -301,6 +302,24 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(again._meta?.[REPLAYED]).toBe(true);
     expect(text(again)).toBe(text(first));
     expect(count(log, 'start', 'big')).toBe(1);
+  });
+
+  it('examples/mcp runs offline, and its config files are valid', async () => {
+    const example = await runNode(['examples/mcp/index.mjs']);
+    expect(example.stderr).toMatch(/replayed\s+email\/send_email/);
+    expect(example.stdout).toContain('One email sent; the retry was a replay.');
+    expect(example.code).toBe(0);
+    const policy: typeof import('../dist/mcp/policy.js') = createRequire(import.meta.url)('../dist/mcp/policy.js');
+    const config = policy.loadConfig({ file: join(ROOT, 'examples', 'mcp', 'github.json') });
+    expect(policy.policyFor(config, 'search_code', undefined).guard).toBe(false);
+    expect(policy.policyFor(config, 'create_issue', undefined).windowMs).toBe(3_600_000);
+    for (const f of ['claude_desktop_config.json', 'cursor-mcp.json']) {
+      const servers = JSON.parse(readFileSync(join(ROOT, 'examples', 'mcp', f), 'utf8')).mcpServers;
+      for (const s of Object.values(servers) as Array<{ args: string[] }>) {
+        expect(s.args.slice(0, 4)).toEqual(['-y', 'idempotent-tools', 'mcp', s.args[3]]);
+        expect(s.args).toContain('--');
+      }
+    }
   });
 
   it('bad command lines and config files are refused with a clear message', async () => {
