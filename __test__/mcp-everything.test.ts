@@ -5,7 +5,8 @@
  * in a project that installed the package, offline.
  */
 
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -114,6 +115,38 @@ describe('idempotent-tools mcp forwards every kind of message (server-everything
     await c.callTool({ name: 'toggle-simulated-logging', arguments: {} }); // was on: a retry of that call
     expect(p.stderr()).toMatch(/replayed\s+\S+\/toggle-simulated-logging/);
     expect(p.stderr()).toMatch(/passed\s+\S+\/echo\s+\(readOnlyHint\)/);
+  });
+});
+
+describe('--url: an upstream over Streamable HTTP', () => {
+  it('forwards to server-everything over HTTP, and guards its side-effecting tools', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const server = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    open.push({ close: async () => void server.kill() });
+    let serverErr = '';
+    server.stderr!.on('data', (d) => (serverErr += d));
+    await until(() => /listening on port/.test(serverErr), 'the HTTP server to listen');
+
+    const p = await connect({ flags: ['--db', join(tempDir(), 'store.db'), '--url', `http://127.0.0.1:${port}/mcp`], server: [] });
+    open.push(p);
+    expect(p.client.getServerVersion()?.name).toMatch(/everything/);
+    expect((await p.client.listTools()).tools.length).toBeGreaterThan(5);
+    const progress: number[] = [];
+    await p.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 2 } }, undefined, {
+      onprogress: (n) => progress.push(n.progress),
+    });
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+    await p.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} });
+    const again = await p.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} });
+    expect(again._meta?.[REPLAYED]).toBe(true);
   });
 });
 

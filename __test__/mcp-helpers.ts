@@ -42,7 +42,7 @@ export async function connect(options: ConnectOptions): Promise<Proxied> {
   const server = options.server ?? [process.execPath, COUNTING];
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [CLI, 'mcp', '--log', ...options.flags, '--', ...server],
+    args: [CLI, 'mcp', '--log', ...options.flags, ...(server.length > 0 ? ['--', ...server] : [])],
     env: { ...(process.env as Record<string, string>), ...options.env },
     stderr: 'pipe',
     cwd: ROOT,
