@@ -304,6 +304,23 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'start', 'big')).toBe(1);
   });
 
+  it('--postgres: the Postgres store once the package has one, else a clear refusal', async () => {
+    const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+    const table = `mcp_test_${process.pid}_${Date.now()}`;
+    if (typeof (lib as Record<string, unknown>).PostgresStore !== 'function') {
+      const refused = await runNode([CLI, 'mcp', '--postgres', url, '--', 'node', COUNTING]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/--postgres needs a version of idempotent-tools with PostgresStore/);
+      return;
+    }
+    const { log } = setup();
+    const p = await connect({ flags: ['--postgres', url, '--table', table], env: { COUNT_LOG: log } });
+    open.push(p);
+    await p.client.callTool({ name: 'act', arguments: { id: 'pg' } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id: 'pg' } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'pg')).toBe(1);
+  });
+
   it('examples/mcp runs offline, and its config files are valid', async () => {
     const example = await runNode(['examples/mcp/index.mjs']);
     expect(example.stderr).toMatch(/replayed\s+email\/send_email/);

@@ -106,7 +106,7 @@ async function openStore(values: Parsed['values']): Promise<Store> {
     if (typeof PostgresStore !== 'function') {
       throw new ConfigError('--postgres needs a version of idempotent-tools with PostgresStore, and this one has none; use --db or --redis');
     }
-    return new PostgresStore({ url: values.postgres, table: values.table });
+    return new PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
   }
   // MCP proxies run from whatever folder their client starts them in: one namespace for
   // all of them, so that every proxy of a server shares its records (unless set).
