@@ -188,16 +188,21 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(record.attempts).toBe(2);
   });
 
-  it('the upstream server crashing gives the client a clear error, and the proxy exits', async () => {
-    const { start } = setup();
+  it('the upstream server crashing answers every call in flight with a clear error, and the proxy exits', async () => {
+    const { log, start } = setup();
     const p = await start();
     let closed = false;
     p.client.onclose = () => (closed = true);
-    const err = await p.client.callTool({ name: 'act', arguments: { id: 'boom', crash: true } }).then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect((err as McpError).message).toMatch(/the MCP server \(.*mcp-counting-server\.mjs\) exited or closed its connection/);
+    const failure = (e: unknown) => e;
+    const held = p.client.callTool({ name: 'act', arguments: { id: 'held', hold: true } }).then(() => null, failure);
+    await until(() => count(log, 'start', 'held') === 1, 'the held call to start');
+    const waiting = p.client.callTool({ name: 'act', arguments: { id: 'held', hold: true } }).then(() => null, failure);
+    await until(() => /waiting\s+counting\/act/.test(p.stderr()), 'the duplicate to wait');
+    const err = await p.client.callTool({ name: 'act', arguments: { id: 'boom', crash: true } }).then(() => null, failure);
+    const clear = /the MCP server \(.*mcp-counting-server\.mjs\) exited or closed its connection/;
+    expect((err as McpError).message).toMatch(clear);
+    expect(((await held) as McpError).message).toMatch(clear);
+    expect(((await waiting) as McpError).message).toMatch(clear);
     await until(() => closed && !alive(p.pid), 'the proxy to exit');
     expect(p.stderr()).toMatch(/exited or closed its connection/);
   });

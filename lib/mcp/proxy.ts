@@ -37,7 +37,12 @@ export class McpProxy {
   /** Set once the upstream server is gone: why, for every request still to answer. */
   private gone: string | undefined;
   private closing = false;
+  /** The work of every request being handled (a call's record is written by its end). */
   private readonly inFlight = new Set<Promise<unknown>>();
+  private goneError!: (err: WireError) => void;
+  /** Rejects once the server is gone, so that every request still waiting is answered. */
+  private readonly whenGone = new Promise<never>((_, reject) => (this.goneError = reject));
+
   private finished!: (code: number) => void;
   /** Resolves with the exit code once the proxy has shut down. */
   readonly done = new Promise<number>((resolve) => (this.finished = resolve));
@@ -47,7 +52,7 @@ export class McpProxy {
       this.log(`waiting   ${name}  key=${key.slice(0, 16)}  (the same call is in flight)`),
     );
     this.client.fallbackRequestHandler = (request, extra) =>
-      this.track(this.fromClient({ method: request.method, params: request.params }, extra));
+      this.fromClient({ method: request.method, params: request.params }, extra);
     this.client.fallbackNotificationHandler = async (n) => {
       // The SDK starts a request's handler two microtasks after reading it, a
       // notification's one after: one more turn keeps them in the order they came
@@ -56,12 +61,13 @@ export class McpProxy {
       await this.server.notification(n).catch(() => {});
     };
     this.server.fallbackRequestHandler = (request, extra) =>
-      this.track(this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra)));
+      this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra));
     this.server.fallbackNotificationHandler = async (n) => {
       await null; // in order with requests, as above
       if (n.method === 'notifications/tools/list_changed') this.forgetTools();
       await this.client.notification(n).catch(() => {});
     };
+    this.whenGone.catch(() => {}); // raced by every request; never unhandled on its own
     // Progress travels under the client's own token, untouched, through the fallbacks
     // above. The SDK's own routing (a token per hop, dropped when the response arrives)
     // would lose progress sent just before a result: the SDK dispatches a notification a
@@ -94,10 +100,7 @@ export class McpProxy {
 
   private track<T>(p: Promise<T>): Promise<T> {
     this.inFlight.add(p);
-    const settle = () => {
-      this.inFlight.delete(p);
-      if (this.gone !== undefined && this.inFlight.size === 0) void this.shutdown(1);
-    };
+    const settle = () => void this.inFlight.delete(p);
     p.then(settle, settle);
     return p;
   }
@@ -107,8 +110,10 @@ export class McpProxy {
   private async wire<T>(step: () => Promise<T>): Promise<T> {
     if (this.gone !== undefined) throw new WireError(ErrorCode.ConnectionClosed, this.gone);
     try {
-      return await step();
+      // A duplicate waiting for a call in flight elsewhere is answered too when the server goes.
+      return await Promise.race([this.track(step()), this.whenGone]);
     } catch (err) {
+      if (err instanceof WireError) throw err;
       if (this.gone !== undefined && err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
         throw new WireError(ErrorCode.ConnectionClosed, this.gone);
       }
@@ -212,7 +217,8 @@ export class McpProxy {
       'a call it was running may or may not have taken effect (see its stderr in the client\'s log). ' +
       'Restart the server to go on.';
     process.stderr.write(`${this.gone}\n`);
-    if (this.inFlight.size === 0) void this.shutdown(1);
+    this.goneError(new WireError(ErrorCode.ConnectionClosed, this.gone));
+    void this.shutdown(1);
   }
 
   /**
@@ -231,7 +237,9 @@ export class McpProxy {
     // In-flight calls end when the server goes (each records its failure); wait for them
     // so that no record is left half-written.
     await this.server.close().catch(() => {});
-    await Promise.allSettled([...this.inFlight]);
+    // Calls that were running fail at once when the server goes, and record it; a
+    // duplicate still waiting for a call in another proxy is not worth a hang.
+    await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => setTimeout(r, 5000).unref())]);
     // Their answers are written in the turn after they settle: let them out first.
     await new Promise((resolve) => setImmediate(resolve));
     await this.client.close().catch(() => {});
