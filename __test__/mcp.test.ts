@@ -4,6 +4,7 @@
  * the tests count side effects across proxies, restarts and crashes.
  */
 
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -11,11 +12,12 @@ import { join } from 'node:path';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { ROOT, lib, runNode, tempDir } from './helpers';
+import { ROOT, lib, lineFrom, runNode, tempDir } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
 import { CLI, COUNTING, alive, connect, count, events, text, until, type Proxied } from './mcp-helpers';
 
 const REPLAYED = 'idempotent-tools/replayed';
+const RECORDING = join(ROOT, '__test__', 'fixtures', 'mcp-recording-server.mjs');
 
 let open: Proxied[] = [];
 afterEach(async () => {
@@ -324,6 +326,35 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     await p.client.callTool({ name: 'act', arguments: { id: 'pg' } });
     expect((await p.client.callTool({ name: 'act', arguments: { id: 'pg' } }))._meta?.[REPLAYED]).toBe(true);
     expect(count(log, 'start', 'pg')).toBe(1);
+  });
+
+  it('messages keep their order through the proxy (initialized after initialize, in one write)', async () => {
+    const dir = tempDir();
+    const record = join(dir, 'record.txt');
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, RECORDING], {
+      env: { ...process.env, RECORD: record },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
+    child.stdin!.write(
+      [
+        { jsonrpc: '2.0', id: 1, method: 'initialize', params: init },
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        { jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} },
+        { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },
+      ]
+        .map((m) => JSON.stringify(m) + '\n')
+        .join(''),
+    );
+    await lineFrom(child, /"id":2/);
+    child.stdin!.end();
+    await new Promise((r) => child.on('close', r));
+    expect(readFileSync(record, 'utf8').trim().split('\n')).toEqual([
+      'initialize',
+      'notifications/initialized',
+      'tools/list',
+      'notifications/roots/list_changed',
+    ]);
   });
 
   it('examples/mcp runs offline, and its config files are valid', async () => {

@@ -56,7 +56,7 @@ export class McpProxy {
     this.client.fallbackNotificationHandler = async (n) => {
       // The SDK starts a request's handler two microtasks after reading it, a
       // notification's one after: one more turn keeps them in the order they came
-      // (\`notifications/initialized\` after \`initialize\`).
+      // (`notifications/initialized` after `initialize`).
       await null;
       await this.server.notification(n).catch(() => {});
     };
