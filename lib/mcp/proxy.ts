@@ -192,13 +192,13 @@ export class McpProxy {
     };
     const label = `${this.identity().label}/${params.name}`;
     const ms = () => `${Math.round(performance.now() - started)}ms`;
-    if (!policy.guard) {
-      const result = await run();
-      this.log(`passed    ${label}  (${policy.reason})  ${ms()}`);
-      return result;
-    }
     let outcome;
     try {
+      if (!policy.guard) {
+        const result = await run();
+        this.log(`passed    ${label}  (${policy.reason})  ${ms()}`);
+        return result;
+      }
       outcome = await this.guard.call(params, policy, run);
     } catch (err) {
       this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
