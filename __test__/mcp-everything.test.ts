@@ -180,7 +180,7 @@ describe('the MCP Inspector CLI as a client', () => {
   it('lists tools, and a retried call (with and without its idempotency key) runs once', async () => {
     const dir = tempDir();
     const log = join(dir, 'count.log');
-    const config = inspectorConfig(dir, { COUNT_LOG: log, IDEMPOTENT_TOOLS_NAMESPACE: 'idempotent-tools-mcp' });
+    const config = inspectorConfig(dir, { COUNT_LOG: log });
     const tools = await inspector(config, ['--method', 'tools/list']);
     expect(tools.tools.map((t: { name: string }) => t.name)).toEqual(['act', 'look', 'put']);
 

@@ -15,9 +15,6 @@ export const COUNTING = join(ROOT, '__test__', 'fixtures', 'mcp-counting-server.
 export const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
 export const INSPECTOR = join(ROOT, 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
 
-// The proxy keeps its SQLite records in this namespace (so the test's own store sees them).
-process.env.IDEMPOTENT_TOOLS_NAMESPACE = 'idempotent-tools-mcp';
-
 export interface Proxied {
   client: Client;
   transport: StdioClientTransport;

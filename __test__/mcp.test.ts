@@ -67,7 +67,7 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     const rs = await records(db);
     expect(rs.map((r) => r.name).sort()).toEqual(['counting/act', 'counting/act']);
     expect(rs.every((r) => r.status === 'completed' && r.expiresAt !== null)).toBe(true);
-    const shown = await runNode([CLI, '--db', db, 'inspect'], { env: { IDEMPOTENT_TOOLS_NAMESPACE: 'idempotent-tools-mcp' } });
+    const shown = await runNode([CLI, '--db', db, 'inspect']);
     expect(shown.stdout).toContain('counting/act');
     expect(p.stderr()).toMatch(/executed\s+counting\/act/);
     expect(p.stderr()).toMatch(/replayed\s+counting\/act/);

@@ -108,9 +108,8 @@ async function openStore(values: Parsed['values']): Promise<Store> {
     }
     return new PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
   }
-  // MCP proxies run from whatever folder their client starts them in: one namespace for
-  // all of them, so that every proxy of a server shares its records (unless set).
-  process.env.IDEMPOTENT_TOOLS_NAMESPACE ??= 'idempotent-tools-mcp';
+  // Not defaultStore(): that one is scoped to the project of the current folder, and MCP
+  // clients start proxies from any folder; every proxy of a server must share its records.
   const store = new pkg.SqliteStore(values.db === undefined ? {} : { path: values.db });
   await store.ready();
   return store;
