@@ -139,6 +139,31 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     await redis.stop();
   });
 
+  it("keys are scoped by the server's command line, unless the config names the server", async () => {
+    const { db, dir, log } = setup();
+    const otherPath = `${ROOT}/__test__/fixtures/../fixtures/mcp-counting-server.mjs`; // same server, other text
+    const proxy = async (server: string[], more: string[] = []) => {
+      const p = await connect({ flags: ['--db', db, ...more], server, env: { COUNT_LOG: log } });
+      open.push(p);
+      return p;
+    };
+    const call = (p: Proxied, id: string) => p.client.callTool({ name: 'act', arguments: { id } });
+    const a = await proxy([process.execPath, COUNTING]);
+    const b = await proxy([process.execPath, otherPath]);
+    await call(a, 'scoped');
+    expect((await call(b, 'scoped'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'scoped')).toBe(2);
+
+    const configFile = join(dir, 'named.json');
+    writeFileSync(configFile, JSON.stringify({ server: 'counter' }));
+    const c = await proxy([process.execPath, COUNTING], ['--config', configFile]);
+    const d = await proxy([process.execPath, otherPath], ['--config', configFile]);
+    await call(c, 'named');
+    expect((await call(d, 'named'))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'named')).toBe(1);
+    expect((await records(db)).map((r) => r.name)).toContain('counter/act');
+  });
+
   it('the first call keeps its progress notifications while a duplicate waits', async () => {
     const { log, start, release } = setup();
     const p = await start();
