@@ -6,12 +6,12 @@
  */
 
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import type { Store } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
 import { BadCall, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
-import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 /** Errors of the retry guard itself (store down, a key reused for other arguments, ...). */
 const GUARD_ERROR = -32050;
