@@ -31,6 +31,8 @@ Commands:
   migrate                 create the Postgres table (for roles that may not create it)
   ui [--port N]           serve the inspector page on 127.0.0.1, behind a random token
                           in the URL it prints
+  mcp -- <command>        serve an MCP server on stdio with a retry guard on its tools
+                          (idempotent-tools mcp --help)
 
 Options:
   --db PATH               the SQLite store file (default: $IDEMPOTENT_TOOLS_DB,
@@ -282,6 +284,8 @@ function version(): string {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // A program of its own on top of the library; loaded only when asked for.
+  if (argv[0] === 'mcp') return (await import('./mcp/cli.js')).main(argv.slice(1));
   const out = (text: string) => process.stdout.write(text + '\n');
   const err = (text: string) => process.stderr.write(text + '\n');
   let parsed;

@@ -1,0 +1,423 @@
+/**
+ * `idempotent-tools mcp` with the official SDK's Client over stdio and a counting MCP
+ * server of our own: every execution of its tools is a line in a shared log file, so
+ * the tests count side effects across proxies, restarts and crashes.
+ */
+
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { ROOT, lib, lineFrom, runNode, tempDir } from './helpers';
+import { sharedRedis, uniquePrefix } from './redis-server';
+import { CLI, COUNTING, alive, connect, count, events, text, until, type Proxied } from './mcp-helpers';
+
+const REPLAYED = 'idempotent-tools/replayed';
+const RECORDING = join(ROOT, '__test__', 'fixtures', 'mcp-recording-server.mjs');
+
+let open: Proxied[] = [];
+afterEach(async () => {
+  await Promise.allSettled(open.map((p) => p.close()));
+  for (const p of open) if (alive(p.pid)) process.kill(p.pid, 'SIGKILL');
+  open = [];
+});
+
+function setup(extra: string[] = []) {
+  const dir = tempDir();
+  const db = join(dir, 'store.db');
+  const log = join(dir, 'count.log');
+  const start = async (more: string[] = []) => {
+    const p = await connect({ flags: ['--db', db, ...extra, ...more], env: { COUNT_LOG: log } });
+    open.push(p);
+    return p;
+  };
+  const release = () => writeFileSync(`${log}.release`, '');
+  return { dir, db, log, start, release };
+}
+
+async function records(db: string) {
+  const store = new lib.SqliteStore({ path: db });
+  try {
+    return await store.listRecords();
+  } finally {
+    await store.close();
+  }
+}
+
+describe('idempotent-tools mcp (SDK client, counting server)', () => {
+  it('a retried call replays the stored result and the server runs it once', async () => {
+    const { db, log, start } = setup();
+    const p = await start();
+    const first = await p.client.callTool({ name: 'act', arguments: { id: 'a' } });
+    const again = await p.client.callTool({ name: 'act', arguments: { id: 'a' } });
+    expect(count(log, 'start', 'a')).toBe(1);
+    expect(first._meta?.[REPLAYED]).toBeUndefined();
+    expect(again._meta?.[REPLAYED]).toBe(true);
+    const { _meta, ...stored } = again;
+    expect(stored).toEqual(first);
+    expect(text(again)).toBe('did a (execution 1)');
+    // Other arguments are another call.
+    await p.client.callTool({ name: 'act', arguments: { id: 'b' } });
+    expect(count(log, 'start', 'b')).toBe(1);
+    // inspect shows the records under the server's and the tool's name.
+    const rs = await records(db);
+    expect(rs.map((r) => r.name).sort()).toEqual(['counting/act', 'counting/act']);
+    expect(rs.every((r) => r.status === 'completed' && r.expiresAt !== null)).toBe(true);
+    const shown = await runNode([CLI, '--db', db, 'inspect']);
+    expect(shown.stdout).toContain('counting/act');
+    expect(p.stderr()).toMatch(/executed\s+counting\/act/);
+    expect(p.stderr()).toMatch(/replayed\s+counting\/act/);
+  });
+
+  it("a client's _meta.idempotencyKey is the key; reused for other arguments it is refused", async () => {
+    const { log, start } = setup();
+    const p = await start();
+    const call = (id: string, key: string) =>
+      p.client.callTool({ name: 'act', arguments: { id }, _meta: { idempotencyKey: key } });
+    await call('k1', 'key-1');
+    const again = await call('k1', 'key-1');
+    expect(again._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'k1')).toBe(1);
+    const refused = await call('k2', 'key-1').then(() => null, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(McpError);
+    expect((refused as McpError).message).toMatch(/already used by a call of "counting\/act" with other arguments/);
+    expect(count(log, 'start', 'k2')).toBe(0);
+    // SEP-3182's top-level param is honoured too.
+    await p.client.request(
+      { method: 'tools/call', params: { name: 'act', arguments: { id: 'k3' }, idempotencyKey: 'key-3' } as never },
+      (await import('@modelcontextprotocol/sdk/types.js')).CallToolResultSchema,
+    );
+    await call('k3', 'key-3');
+    expect(count(log, 'start', 'k3')).toBe(1);
+    const bad = await p.client
+      .callTool({ name: 'act', arguments: { id: 'k4' }, _meta: { idempotencyKey: 42 } })
+      .then(() => null, (e: unknown) => e);
+    expect((bad as McpError).message).toMatch(/idempotencyKey must be a non-empty string/);
+    expect(count(log, 'start', 'k4')).toBe(0);
+  });
+
+  it('two clients (two proxies, one store) race on one call: one execution, both get its result', async () => {
+    const { log, start, release } = setup();
+    const [a, b] = await Promise.all([start(), start()]);
+    const first = a.client.callTool({ name: 'act', arguments: { id: 'race', hold: true } });
+    await until(() => count(log, 'start', 'race') === 1, 'the first call to start');
+    const second = b.client.callTool({ name: 'act', arguments: { id: 'race', hold: true } });
+    await until(() => /waiting\s+counting\/act/.test(b.stderr()), 'the second proxy to wait for the first call');
+    release();
+    const [r1, r2] = await Promise.all([first, second]);
+    expect(count(log, 'start', 'race')).toBe(1);
+    expect(r1._meta?.[REPLAYED]).toBeUndefined();
+    expect(r2._meta?.[REPLAYED]).toBe(true);
+    expect(r2.structuredContent).toEqual(r1.structuredContent);
+  });
+
+  it('with --redis, proxies share the guarantee through Redis (a race, then a replay in a third)', async () => {
+    const redis = await sharedRedis();
+    const { log, release } = setup();
+    const flags = ['--redis', redis.url, '--prefix', uniquePrefix()];
+    const [a, b] = await Promise.all([
+      connect({ flags, env: { COUNT_LOG: log } }),
+      connect({ flags, env: { COUNT_LOG: log } }),
+    ]);
+    open.push(a, b);
+    const first = a.client.callTool({ name: 'act', arguments: { id: 'redis', hold: true } });
+    await until(() => count(log, 'start', 'redis') === 1, 'the first call to start');
+    const second = b.client.callTool({ name: 'act', arguments: { id: 'redis', hold: true } });
+    await until(() => /waiting\s+counting\/act/.test(b.stderr()), 'the second proxy to wait');
+    release();
+    const [r1, r2] = await Promise.all([first, second]);
+    expect(r2._meta?.[REPLAYED]).toBe(true);
+    expect(r2.structuredContent).toEqual(r1.structuredContent);
+    const c = await connect({ flags, env: { COUNT_LOG: log } });
+    open.push(c);
+    expect((await c.client.callTool({ name: 'act', arguments: { id: 'redis', hold: true } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'redis')).toBe(1);
+    await redis.stop();
+  });
+
+  it("keys are scoped by the server's command line, unless the config names the server", async () => {
+    const { db, dir, log } = setup();
+    const otherPath = `${ROOT}/__test__/fixtures/../fixtures/mcp-counting-server.mjs`; // same server, other text
+    const proxy = async (server: string[], more: string[] = []) => {
+      const p = await connect({ flags: ['--db', db, ...more], server, env: { COUNT_LOG: log } });
+      open.push(p);
+      return p;
+    };
+    const call = (p: Proxied, id: string) => p.client.callTool({ name: 'act', arguments: { id } });
+    const a = await proxy([process.execPath, COUNTING]);
+    const b = await proxy([process.execPath, otherPath]);
+    await call(a, 'scoped');
+    expect((await call(b, 'scoped'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'scoped')).toBe(2);
+
+    const configFile = join(dir, 'named.json');
+    writeFileSync(configFile, JSON.stringify({ server: 'counter' }));
+    const c = await proxy([process.execPath, COUNTING], ['--config', configFile]);
+    const d = await proxy([process.execPath, otherPath], ['--config', configFile]);
+    await call(c, 'named');
+    expect((await call(d, 'named'))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'named')).toBe(1);
+    expect((await records(db)).map((r) => r.name)).toContain('counter/act');
+  });
+
+  it('the first call keeps its progress notifications while a duplicate waits', async () => {
+    const { log, start, release } = setup();
+    const p = await start();
+    const progress: number[] = [];
+    const first = p.client.callTool({ name: 'act', arguments: { id: 'prog', progress: 3, hold: true } }, undefined, {
+      onprogress: (n) => progress.push(n.progress),
+    });
+    await until(() => progress.length === 3, 'three progress notifications');
+    const duplicate = p.client.callTool({ name: 'act', arguments: { id: 'prog', progress: 3, hold: true } });
+    await until(() => /waiting\s+counting\/act/.test(p.stderr()), 'the duplicate to wait');
+    release();
+    const [r1, r2] = await Promise.all([first, duplicate]);
+    expect(progress).toEqual([1, 2, 3]);
+    expect(r2._meta?.[REPLAYED]).toBe(true);
+    expect(text(r2)).toBe(text(r1));
+    expect(count(log, 'start', 'prog')).toBe(1);
+  });
+
+  it('the proxy killed and restarted between a call and its retry: the retry replays', async () => {
+    const { log, start } = setup();
+    const p1 = await start();
+    const first = await p1.client.callTool({ name: 'act', arguments: { id: 'kill' } });
+    const serverPid = events(log).find((e) => e.event === 'start' && e.id === 'kill')!.pid;
+    process.kill(p1.pid, 'SIGKILL');
+    await until(() => !alive(p1.pid), 'the proxy to die');
+    const p2 = await start();
+    const retry = await p2.client.callTool({ name: 'act', arguments: { id: 'kill' } });
+    expect(retry._meta?.[REPLAYED]).toBe(true);
+    expect(retry.structuredContent).toEqual(first.structuredContent);
+    expect(count(log, 'start', 'kill')).toBe(1);
+    // The orphaned server of the killed proxy sees its stdin close and exits.
+    await until(() => !alive(serverPid), 'the killed proxy\'s server to exit');
+  });
+
+  it('the proxy killed during a call: after the lease, the retry runs it again (attempt 2)', async () => {
+    const { db, log, start, release } = setup();
+    const configFile = join(setup().dir, 'lease.json');
+    writeFileSync(configFile, JSON.stringify({ lease: '1s' }));
+    const p1 = await start(['--config', configFile]);
+    void p1.client.callTool({ name: 'act', arguments: { id: 'mid', hold: true } }).catch(() => {});
+    await until(() => count(log, 'start', 'mid') === 1, 'the call to start');
+    process.kill(p1.pid, 'SIGKILL');
+    release();
+    const p2 = await start(['--config', configFile]);
+    const retry = await p2.client.callTool({ name: 'act', arguments: { id: 'mid', hold: true } });
+    expect(retry._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'mid')).toBe(2);
+    const [record] = (await records(db)).filter((r) => r.name === 'counting/act');
+    expect(record.attempts).toBe(2);
+  });
+
+  it('the upstream server crashing answers every call in flight with a clear error, and the proxy exits', async () => {
+    const { log, start } = setup();
+    const p = await start();
+    let closed = false;
+    p.client.onclose = () => (closed = true);
+    const failure = (e: unknown) => e;
+    const held = p.client.callTool({ name: 'act', arguments: { id: 'held', hold: true } }).then(() => null, failure);
+    await until(() => count(log, 'start', 'held') === 1, 'the held call to start');
+    const waiting = p.client.callTool({ name: 'act', arguments: { id: 'held', hold: true } }).then(() => null, failure);
+    await until(() => /waiting\s+counting\/act/.test(p.stderr()), 'the duplicate to wait');
+    const err = await p.client.callTool({ name: 'act', arguments: { id: 'boom', crash: true } }).then(() => null, failure);
+    const clear = /the MCP server \(.*mcp-counting-server\.mjs\) exited or closed its connection/;
+    expect((err as McpError).message).toMatch(clear);
+    expect(((await held) as McpError).message).toMatch(clear);
+    expect(((await waiting) as McpError).message).toMatch(clear);
+    await until(() => closed && !alive(p.pid), 'the proxy to exit');
+    expect(p.stderr()).toMatch(/exited or closed its connection/);
+  });
+
+  it('closing the client closes the server', async () => {
+    const { log, start } = setup();
+    const p = await start();
+    await p.client.callTool({ name: 'look', arguments: { id: 'x' } });
+    const serverPid = events(log).find((e) => e.event === 'look')!.pid;
+    await p.close();
+    await until(() => !alive(serverPid) && !alive(p.pid), 'the server and the proxy to exit');
+  });
+
+  it('read-only and idempotentHint tools pass through; a config rule can guard them', async () => {
+    const { db, log, start, dir } = setup();
+    const p = await start();
+    await p.client.callTool({ name: 'look', arguments: { id: 'r' } });
+    const again = await p.client.callTool({ name: 'look', arguments: { id: 'r' } });
+    expect(again._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'look', 'r')).toBe(2);
+    await p.client.callTool({ name: 'put', arguments: { id: 'p' } });
+    await p.client.callTool({ name: 'put', arguments: { id: 'p' } });
+    expect(count(log, 'start', 'p')).toBe(2);
+    expect(await records(db)).toEqual([]);
+    expect(p.stderr()).toMatch(/passed\s+counting\/look\s+\(readOnlyHint\)/);
+    expect(p.stderr()).toMatch(/passed\s+counting\/put\s+\(idempotentHint\)/);
+
+    const configFile = join(dir, 'guard.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { 'p*': { guard: true }, act: { guard: false } } }));
+    const q = await start(['--config', configFile]);
+    await q.client.callTool({ name: 'put', arguments: { id: 'q' } });
+    expect((await q.client.callTool({ name: 'put', arguments: { id: 'q' } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'q')).toBe(1);
+    await q.client.callTool({ name: 'act', arguments: { id: 'unguarded' } });
+    await q.client.callTool({ name: 'act', arguments: { id: 'unguarded' } });
+    expect(count(log, 'start', 'unguarded')).toBe(2);
+  });
+
+  it('after the window, the same call is new work', async () => {
+    const { db, log, start } = setup(['--window', '2s']);
+    const p = await start();
+    await p.client.callTool({ name: 'act', arguments: { id: 'w' } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id: 'w' } }))._meta?.[REPLAYED]).toBe(true);
+    const [record] = await records(db);
+    // A real wait: the window is the thing under test.
+    await until(() => Date.now() > record.expiresAt! + 10, 'the window to pass', 10_000);
+    const later = await p.client.callTool({ name: 'act', arguments: { id: 'w' } });
+    expect(later._meta?.[REPLAYED]).toBeUndefined();
+    expect(text(later)).toBe('did w (execution 2)');
+    expect(count(log, 'start', 'w')).toBe(2);
+  });
+
+  it('isError results: a failure that runs again by default; replayed under isError: "replay"', async () => {
+    const { dir, log, start } = setup();
+    const p = await start();
+    const r1 = await p.client.callTool({ name: 'act', arguments: { id: 'e', fail: true } });
+    const r2 = await p.client.callTool({ name: 'act', arguments: { id: 'e', fail: true } });
+    expect(r1.isError).toBe(true);
+    expect(r2.isError).toBe(true);
+    expect(r2._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'e')).toBe(2);
+    expect(p.stderr()).toMatch(/isError\s+counting\/act.*a retry runs again/);
+
+    const configFile = join(dir, 'errors.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { isError: 'replay' } } }));
+    const q = await start(['--config', configFile]);
+    const s1 = await q.client.callTool({ name: 'act', arguments: { id: 'e2', fail: true } });
+    const s2 = await q.client.callTool({ name: 'act', arguments: { id: 'e2', fail: true } });
+    expect(s2.isError).toBe(true);
+    expect(s2._meta?.[REPLAYED]).toBe(true);
+    expect(s2.content).toEqual(s1.content);
+    expect(count(log, 'start', 'e2')).toBe(1);
+  });
+
+  it('a cancelled call reaches the server as a cancellation; the retry runs again', async () => {
+    const { db, log, start, release } = setup();
+    const p = await start();
+    const abort = new AbortController();
+    const cancelled = p.client
+      .callTool({ name: 'act', arguments: { id: 'c', hold: true } }, undefined, { signal: abort.signal })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 'c') === 1, 'the call to start');
+    abort.abort('the user pressed stop');
+    expect(await cancelled).toBeInstanceOf(Error);
+    await until(() => count(log, 'cancelled', 'c') === 1, 'the server to see the cancellation');
+    await until(() => /error\s+counting\/act/.test(p.stderr()), 'the proxy to record the failure');
+    const [record] = await records(db);
+    expect(record.status).toBe('failed');
+    release();
+    const retry = await p.client.callTool({ name: 'act', arguments: { id: 'c', hold: true } });
+    expect(retry._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'c')).toBe(2);
+  });
+
+  it('a result of several MB is stored and replayed whole', async () => {
+    const { log, start } = setup();
+    const p = await start();
+    const size = 6 * 1024 * 1024;
+    const first = await p.client.callTool({ name: 'act', arguments: { id: 'big', size } });
+    const again = await p.client.callTool({ name: 'act', arguments: { id: 'big', size } });
+    expect(text(first).length).toBe(size);
+    expect(again._meta?.[REPLAYED]).toBe(true);
+    expect(text(again)).toBe(text(first));
+    expect(count(log, 'start', 'big')).toBe(1);
+  });
+
+  it('--postgres: the Postgres store once the package has one, else a clear refusal', async () => {
+    const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+    const table = `mcp_test_${process.pid}_${Date.now()}`;
+    if (typeof (lib as Record<string, unknown>).PostgresStore !== 'function') {
+      const refused = await runNode([CLI, 'mcp', '--postgres', url, '--', 'node', COUNTING]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/--postgres needs a version of idempotent-tools with PostgresStore/);
+      return;
+    }
+    const { log } = setup();
+    const p = await connect({ flags: ['--postgres', url, '--table', table], env: { COUNT_LOG: log } });
+    open.push(p);
+    await p.client.callTool({ name: 'act', arguments: { id: 'pg' } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id: 'pg' } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'pg')).toBe(1);
+  });
+
+  it('messages keep their order through the proxy (initialized after initialize, in one write)', async () => {
+    const dir = tempDir();
+    const record = join(dir, 'record.txt');
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, RECORDING], {
+      env: { ...process.env, RECORD: record },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
+    child.stdin!.write(
+      [
+        { jsonrpc: '2.0', id: 1, method: 'initialize', params: init },
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        { jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} },
+        { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },
+      ]
+        .map((m) => JSON.stringify(m) + '\n')
+        .join(''),
+    );
+    await lineFrom(child, /"id":2/);
+    child.stdin!.end();
+    await new Promise((r) => child.on('close', r));
+    expect(readFileSync(record, 'utf8').trim().split('\n')).toEqual([
+      'initialize',
+      'notifications/initialized',
+      'tools/list',
+      'notifications/roots/list_changed',
+    ]);
+  });
+
+  it('examples/mcp runs offline, and its config files are valid', async () => {
+    const example = await runNode(['examples/mcp/index.mjs']);
+    expect(example.stderr).toMatch(/replayed\s+email\/send_email/);
+    expect(example.stdout).toContain('One email sent; the retry was a replay.');
+    expect(example.code).toBe(0);
+    const policy: typeof import('../dist/mcp/policy.js') = createRequire(import.meta.url)('../dist/mcp/policy.js');
+    const config = policy.loadConfig({ file: join(ROOT, 'examples', 'mcp', 'github.json') });
+    expect(policy.policyFor(config, 'search_code', undefined).guard).toBe(false);
+    expect(policy.policyFor(config, 'create_issue', undefined).windowMs).toBe(3_600_000);
+    for (const f of ['claude_desktop_config.json', 'cursor-mcp.json']) {
+      const servers = JSON.parse(readFileSync(join(ROOT, 'examples', 'mcp', f), 'utf8')).mcpServers;
+      for (const s of Object.values(servers) as Array<{ args: string[] }>) {
+        expect(s.args.slice(0, 4)).toEqual(['-y', 'idempotent-tools', 'mcp', s.args[3]]);
+        expect(s.args).toContain('--');
+      }
+    }
+  });
+
+  it('bad command lines and config files are refused with a clear message', async () => {
+    const dir = tempDir();
+    const none = await runNode([CLI, 'mcp']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/no MCP server given/);
+    const window = await runNode([CLI, 'mcp', '--window', 'soon', '--', 'node', COUNTING]);
+    expect(window.code).toBe(2);
+    expect(window.stderr).toMatch(/--window must be a duration such as 30s, 10m, 2h or 1d, not "soon"/);
+    const configFile = join(dir, 'bad.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { onDuplicate: 'wait' } } }));
+    const config = await runNode([CLI, 'mcp', '--config', configFile, '--', 'node', COUNTING]);
+    expect(config.code).toBe(2);
+    expect(config.stderr).toMatch(/tools\["act"\]\.onDuplicate must be "block", "raise" or "retry", not "wait"/);
+    const two = await runNode([CLI, 'mcp', '--db', join(dir, 'a.db'), '--redis', 'redis://127.0.0.1:1', '--', 'node', COUNTING]);
+    expect(two.code).toBe(2);
+    expect(two.stderr).toMatch(/give one store, not --db and --redis/);
+    const missing = await runNode([CLI, 'mcp', '--db', join(dir, 'a.db'), '--', join(dir, 'no-such-server')]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/cannot start the MCP server/);
+  });
+});

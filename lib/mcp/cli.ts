@@ -1,0 +1,193 @@
+/**
+ * `idempotent-tools mcp [store] [--window 10m] [--config F] [--log] -- <command> [args...]`:
+ * parses the command line, opens the store, spawns the server and runs the proxy on stdio.
+ * Loaded only for this subcommand, so the MCP SDK never loads with the library.
+ */
+
+import { parseArgs } from 'node:util';
+
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+
+import * as pkg from '../index.js';
+import type { Store } from '../index.js';
+import { ConfigError, loadConfig, parseDuration } from './policy.js';
+import { McpProxy } from './proxy.js';
+
+export const MCP_USAGE = `Usage: idempotent-tools mcp [store] [options] -- <command> [args...]
+       idempotent-tools mcp [store] [options] --url http://host/mcp
+
+Runs the MCP server <command> as a child and serves it on stdio, every message forwarded,
+with a retry guard on tools/call: a repeat of a side-effecting call within the window
+(same server, tool and arguments, or the same _meta.idempotencyKey) gets the first call's
+stored result instead of running again; a repeat while the first runs waits for it.
+
+Store (default: the SQLite file $IDEMPOTENT_TOOLS_DB, else ~/.idempotent_tools/store.db):
+  --db PATH               a SQLite store file
+  --redis URL             a Redis store (redis://host:6379/0), shared by many hosts
+  --prefix P              the Redis store's key prefix
+  --postgres URL          a Postgres store (postgres://user@host/db)
+  --table T               the Postgres store's table
+
+Options:
+  --window D              how long a repeat counts as a retry (default 10m; 30s, 2h, 1d)
+  --config FILE           per-tool rules (JSON; see the README's MCP section)
+  --url URL               the upstream server over Streamable HTTP instead of a command
+  --log                   one line per tools/call on stderr: executed, replayed, passed
+  -h, --help              this help`;
+
+class UsageError extends Error {}
+
+interface Parsed {
+  values: {
+    db?: string;
+    redis?: string;
+    prefix?: string;
+    postgres?: string;
+    table?: string;
+    window?: string;
+    config?: string;
+    url?: string;
+    log?: boolean;
+    help?: boolean;
+  };
+  command: string[];
+}
+
+function parse(argv: string[]): Parsed {
+  const dash = argv.indexOf('--');
+  const own = dash === -1 ? argv : argv.slice(0, dash);
+  const command = dash === -1 ? [] : argv.slice(dash + 1);
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: own,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        db: { type: 'string' },
+        redis: { type: 'string' },
+        prefix: { type: 'string' },
+        postgres: { type: 'string' },
+        table: { type: 'string' },
+        window: { type: 'string' },
+        config: { type: 'string' },
+        url: { type: 'string' },
+        log: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { values, command };
+  if (positionals.length > 0) {
+    throw new UsageError(`put the server's command after "--": idempotent-tools mcp -- ${positionals.join(' ')}`);
+  }
+  const stores = ['db', 'redis', 'postgres'].filter((s) => values[s as keyof typeof values] !== undefined);
+  if (stores.length > 1) throw new UsageError(`give one store, not ${stores.map((s) => `--${s}`).join(' and ')}`);
+  if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
+  if (values.table !== undefined && values.postgres === undefined) throw new UsageError('--table goes with --postgres');
+  if (values.url !== undefined && command.length > 0) throw new UsageError('give the server as a command after "--" or as --url, not both');
+  if (values.url === undefined && command.length === 0) {
+    throw new UsageError('no MCP server given: idempotent-tools mcp -- <command> [args...] (or --url URL)');
+  }
+  return { values, command };
+}
+
+async function openStore(values: Parsed['values']): Promise<Store> {
+  if (values.redis !== undefined) return new pkg.RedisStore({ url: values.redis, prefix: values.prefix });
+  if (values.postgres !== undefined) {
+    // Looked up at run time: PostgresStore is newer than this proxy.
+    const PostgresStore = (pkg as Record<string, unknown>).PostgresStore as (new (o: { url: string; table?: string }) => Store) | undefined;
+    if (typeof PostgresStore !== 'function') {
+      throw new ConfigError('--postgres needs a version of idempotent-tools with PostgresStore, and this one has none; use --db or --redis');
+    }
+    return new PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
+  }
+  // Not defaultStore(): that one is scoped to the project of the current folder, and MCP
+  // clients start proxies from any folder; every proxy of a server must share its records.
+  const store = new pkg.SqliteStore(values.db === undefined ? {} : { path: values.db });
+  await store.ready();
+  return store;
+}
+
+function upstreamFor(parsed: Parsed): { transport: Transport; description: string } {
+  if (parsed.values.url !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(parsed.values.url);
+    } catch {
+      throw new UsageError(`--url must be a URL such as http://127.0.0.1:3001/mcp, not ${JSON.stringify(parsed.values.url)}`);
+    }
+    return { transport: new StreamableHTTPClientTransport(url), description: url.href };
+  }
+  const [command, ...args] = parsed.command;
+  return {
+    // The whole environment: the server is the user's, configured the way they run it.
+    transport: new StdioClientTransport({ command, args, env: process.env as Record<string, string>, stderr: 'inherit' }),
+    description: parsed.command.join(' '),
+  };
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const err = (text: string) => process.stderr.write(text + '\n');
+  let parsed: Parsed;
+  let config;
+  try {
+    parsed = parse(argv);
+    if (parsed.values.help) {
+      process.stdout.write(MCP_USAGE + '\n');
+      return 0;
+    }
+    const window = parsed.values.window === undefined ? undefined : parseDuration(parsed.values.window, '--window');
+    config = loadConfig({ window, file: parsed.values.config });
+  } catch (e) {
+    if (!(e instanceof UsageError || e instanceof ConfigError)) throw e;
+    err(`idempotent-tools mcp: ${e.message}\n\n${MCP_USAGE}`);
+    return 2;
+  }
+
+  let store: Store;
+  try {
+    store = await openStore(parsed.values);
+  } catch (e) {
+    err(`idempotent-tools mcp: ${(e as Error).message.replace(/^idempotent-tools: /, '')}`);
+    return 1;
+  }
+  let upstream;
+  try {
+    upstream = upstreamFor(parsed);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    err(`idempotent-tools mcp: ${e.message}\n\n${MCP_USAGE}`);
+    await store.close().catch(() => {});
+    return 2;
+  }
+  const { transport, description } = upstream;
+  const proxy = new McpProxy({
+    config,
+    store,
+    upstreamDescription: description,
+    log: parsed.values.log ? (line) => err(line) : undefined,
+  });
+  try {
+    await proxy.start(transport, new StdioServerTransport());
+  } catch (e) {
+    err(`idempotent-tools mcp: cannot start the MCP server (${description}): ${(e as Error).message}`);
+    await store.close().catch(() => {});
+    return 1;
+  }
+  // The client closing our stdin is the end of the session: close the server with it.
+  process.stdin.once('end', () => void proxy.finish());
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => void proxy.shutdown(0));
+  }
+  const code = await proxy.done;
+  // Whatever still holds the event loop (a stuck child's pipe) must not keep us alive.
+  setTimeout(() => process.exit(code), 2000).unref();
+  return code;
+}

@@ -1,0 +1,249 @@
+/**
+ * The proxy: a client-facing peer and a server-facing peer that forward everything to
+ * each other, with `tools/call` going through the retry guard. Also owns the lifecycle:
+ * the client leaving closes the server; the server dying answers what is in flight with
+ * a clear error and ends the proxy.
+ */
+
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import type { Store } from '../index.js';
+import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
+import { BadCall, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
+import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
+
+/** Errors of the retry guard itself (store down, a key reused for other arguments, ...). */
+const GUARD_ERROR = -32050;
+
+export interface ProxyOptions {
+  config: ProxyConfig;
+  store: Store;
+  /** The upstream server as the user gave it (`npx some-server --flag`, or a URL): for
+   * messages, and part of the server's identity in keys. */
+  upstreamDescription: string;
+  /** `--log`: one line per `tools/call` on stderr. */
+  log?: (line: string) => void;
+}
+
+export class McpProxy {
+  readonly client = new Peer();
+  readonly server = new Peer();
+  private readonly guard: RetryGuard;
+  private readonly tools = new Map<string, ToolAnnotations | undefined>();
+  private toolsComplete = false;
+  private serverInfo: { name?: string } | undefined;
+  private upstreamTransport: Transport | undefined;
+  /** Set once the upstream server is gone: why, for every request still to answer. */
+  private gone: string | undefined;
+  private closing = false;
+  /** The work of every request being handled (a call's record is written by its end). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private goneError!: (err: WireError) => void;
+  /** Rejects once the server is gone, so that every request still waiting is answered. */
+  private readonly whenGone = new Promise<never>((_, reject) => (this.goneError = reject));
+
+  private finished!: (code: number) => void;
+  /** Resolves with the exit code once the proxy has shut down. */
+  readonly done = new Promise<number>((resolve) => (this.finished = resolve));
+
+  constructor(private readonly options: ProxyOptions) {
+    this.guard = new RetryGuard(options.store, () => this.identity(), (name, key) =>
+      this.log(`waiting   ${name}  key=${key.slice(0, 16)}  (the same call is in flight)`),
+    );
+    this.client.fallbackRequestHandler = (request, extra) =>
+      this.fromClient({ method: request.method, params: request.params }, extra);
+    this.client.fallbackNotificationHandler = async (n) => {
+      // The SDK starts a request's handler two microtasks after reading it, a
+      // notification's one after: one more turn keeps them in the order they came
+      // (`notifications/initialized` after `initialize`).
+      await null;
+      await this.server.notification(n).catch(() => {});
+    };
+    this.server.fallbackRequestHandler = (request, extra) =>
+      this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra));
+    this.server.fallbackNotificationHandler = async (n) => {
+      await null; // in order with requests, as above
+      if (n.method === 'notifications/tools/list_changed') this.forgetTools();
+      await this.client.notification(n).catch(() => {});
+    };
+    this.whenGone.catch(() => {}); // raced by every request; never unhandled on its own
+    // Progress travels under the client's own token, untouched, through the fallbacks
+    // above. The SDK's own routing (a token per hop, dropped when the response arrives)
+    // would lose progress sent just before a result: the SDK dispatches a notification a
+    // microtask after reading it, but settles a response at once.
+    this.server.removeNotificationHandler('notifications/progress');
+    this.client.removeNotificationHandler('notifications/progress');
+    // Out-of-band trouble (an unparsable line, a response to nothing): worth a line in --log.
+    this.server.onerror = (e) => this.log(`server side: ${e.message}`);
+    this.client.onerror = (e) => this.log(`client side: ${e.message}`);
+    this.server.onclose = () => this.upstreamClosed();
+    this.client.onclose = () => void this.finish();
+  }
+
+  /** Connects to the upstream server first (spawning it), then serves the client. */
+  async start(upstream: Transport, downstream: Transport): Promise<void> {
+    this.upstreamTransport = upstream;
+    await this.server.connect(upstream);
+    await this.client.connect(downstream);
+  }
+
+  private log(line: string) {
+    this.options.log?.(`idempotent-tools mcp: ${line}`);
+  }
+
+  private identity(): Server {
+    const label = this.options.config.server ?? this.serverInfo?.name ?? this.options.upstreamDescription.split(' ')[0];
+    const id = this.options.config.server ?? JSON.stringify([this.serverInfo?.name ?? null, this.options.upstreamDescription]);
+    return { id, label };
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.inFlight.add(p);
+    const settle = () => void this.inFlight.delete(p);
+    p.then(settle, settle);
+    return p;
+  }
+
+  /** Runs a forwarding step; whatever it throws goes back to the asker as a JSON-RPC error
+   * with a message that says what happened. */
+  private async wire<T>(step: () => Promise<T>): Promise<T> {
+    if (this.gone !== undefined) throw new WireError(ErrorCode.ConnectionClosed, this.gone);
+    try {
+      // A duplicate waiting for a call in flight elsewhere is answered too when the server goes.
+      return await Promise.race([this.track(step()), this.whenGone]);
+    } catch (err) {
+      if (err instanceof WireError) throw err;
+      if (this.gone !== undefined && err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
+        throw new WireError(ErrorCode.ConnectionClosed, this.gone);
+      }
+      if (err instanceof McpError) throw relayed(err);
+      if (err instanceof BadCall) throw new WireError(ErrorCode.InvalidParams, `idempotent-tools mcp: ${err.message}`);
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && err instanceof Error) {
+        // The package's errors (StoreError, KeyMismatchError, InFlightTimeoutError, ...).
+        throw new WireError(GUARD_ERROR, err.message, { 'idempotent-tools': code, key: (err as { key?: string }).key });
+      }
+      if (err instanceof TypeError || err instanceof RangeError) {
+        throw new WireError(ErrorCode.InvalidParams, err.message);
+      }
+      throw new WireError(ErrorCode.InternalError, `idempotent-tools mcp: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  private async fromClient(request: Forwardable, extra: Extra) {
+    return this.wire(async () => {
+      if (request.method === 'tools/call') return this.callTool(request, extra);
+      const result = await forward(this.server, request, extra);
+      if (request.method === 'initialize') this.initialized(result);
+      if (request.method === 'tools/list') this.learnTools(result);
+      return result;
+    });
+  }
+
+  private initialized(result: Record<string, unknown>) {
+    this.serverInfo = (result.serverInfo ?? {}) as { name?: string };
+    const version = result.protocolVersion;
+    if (typeof version === 'string') this.upstreamTransport?.setProtocolVersion?.(version);
+  }
+
+  private learnTools(result: Record<string, unknown>) {
+    if (!Array.isArray(result.tools)) return;
+    for (const tool of result.tools as Array<{ name?: unknown; annotations?: ToolAnnotations }>) {
+      if (typeof tool?.name === 'string') this.tools.set(tool.name, tool.annotations);
+    }
+  }
+
+  private forgetTools() {
+    this.tools.clear();
+    this.toolsComplete = false;
+  }
+
+  /** A tool's annotations; asks the server for its list when the client has not (or the
+   * list changed since). */
+  private async annotations(name: string, signal: AbortSignal): Promise<ToolAnnotations | undefined> {
+    if (!this.tools.has(name) && !this.toolsComplete) {
+      let cursor: string | undefined;
+      do {
+        const page = await this.server.request(
+          { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+          ResultSchema,
+          { signal },
+        );
+        this.learnTools(page);
+        cursor = typeof page.nextCursor === 'string' ? page.nextCursor : undefined;
+      } while (cursor !== undefined);
+      this.toolsComplete = true;
+    }
+    return this.tools.get(name);
+  }
+
+  private async callTool(request: Forwardable, extra: Extra): Promise<CallToolResult> {
+    const params = (request.params ?? {}) as unknown as CallParams;
+    if (typeof params.name !== 'string') {
+      throw new WireError(ErrorCode.InvalidParams, 'idempotent-tools mcp: tools/call needs params.name, the tool\'s name');
+    }
+    const started = performance.now();
+    const policy = policyFor(this.options.config, params.name, await this.annotations(params.name, extra.signal));
+    const run = async () => {
+      // A duplicate whose own client gave up while it waited does not start the call.
+      extra.signal.throwIfAborted();
+      return (await forward(this.server, request, extra)) as CallToolResult;
+    };
+    const label = `${this.identity().label}/${params.name}`;
+    const ms = () => `${Math.round(performance.now() - started)}ms`;
+    let outcome;
+    try {
+      if (!policy.guard) {
+        const result = await run();
+        this.log(`passed    ${label}  (${policy.reason})  ${ms()}`);
+        return result;
+      }
+      outcome = await this.guard.call(params, policy, run);
+    } catch (err) {
+      this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
+      throw err;
+    }
+    const what = outcome.outcome === 'failed' ? 'isError  ' : outcome.outcome.padEnd(9);
+    const note = outcome.outcome === 'failed' ? '  (recorded as failed: a retry runs again)' : '';
+    this.log(`${what} ${label}  key=${outcome.key.slice(0, 16)}  ${ms()}${note}`);
+    return outcome.result;
+  }
+
+  private upstreamClosed() {
+    if (this.closing) return;
+    this.gone =
+      `idempotent-tools mcp: the MCP server (${this.options.upstreamDescription}) exited or closed its connection; ` +
+      'a call it was running may or may not have taken effect (see its stderr in the client\'s log). ' +
+      'Restart the server to go on.';
+    process.stderr.write(`${this.gone}\n`);
+    this.goneError(new WireError(ErrorCode.ConnectionClosed, this.gone));
+    void this.shutdown(1);
+  }
+
+  /**
+   * The client closed its end (stdin): as MCP's stdio shutdown asks, finish the calls in
+   * flight (their answers still go out, their records are written), then close.
+   */
+  async finish(): Promise<void> {
+    while (this.inFlight.size > 0 && !this.closing) await Promise.allSettled([...this.inFlight]);
+    await this.shutdown(0);
+  }
+
+  /** Closes both ends and the store, once. */
+  async shutdown(code: number): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    // In-flight calls end when the server goes (each records its failure); wait for them
+    // so that no record is left half-written.
+    await this.server.close().catch(() => {});
+    // Calls that were running fail at once when the server goes, and record it; a
+    // duplicate still waiting for a call in another proxy is not worth a hang.
+    await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => setTimeout(r, 5000).unref())]);
+    // Their answers are written in the turn after they settle: let them out first.
+    await new Promise((resolve) => setImmediate(resolve));
+    await this.client.close().catch(() => {});
+    await this.options.store.close().catch(() => {});
+    this.finished(code);
+  }
+}
