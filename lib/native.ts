@@ -1,4 +1,4 @@
-/** The compiled Rust addon (built by `napi build` into native/). */
-import * as binding from '../native/index.js';
+/** The compiled Rust addon, loaded by binding.js (a prebuilt platform package, or a build from source in native/). */
+import * as binding from '../binding.js';
 
 export = binding;
