@@ -1,0 +1,73 @@
+// OpenAI Agents JS: a tool that needs approval. The approved RunState is saved, and the
+// worker that resumes it runs twice (a retried job); idempotentTool replays the first charge.
+//
+//   node examples/openai-agents/index.mjs      (offline: a scripted Model, a temp SQLite file)
+//
+// Exits non-zero if the payment ran more than once.
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { Agent, RunState, Runner, Usage, setTracingDisabled, tool } from '@openai/agents';
+import { SqliteStore } from 'idempotent-tools';
+import { idempotentTool } from 'idempotent-tools/openai-agents';
+import { z } from 'zod';
+
+setTracingDisabled(true);
+const dir = mkdtempSync(join(tmpdir(), 'idempotent-tools-openai-agents-'));
+const store = new SqliteStore({ path: join(dir, 'store.db') });
+const charges = [];
+
+// A Model that asks for the tool, then answers once the tool result is in.
+const model = {
+  async getResponse(request) {
+    const done = Array.isArray(request.input) && request.input.some((i) => i.type === 'function_call_result');
+    return {
+      usage: new Usage(),
+      output: done
+        ? [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Paid.' }] }]
+        : [{ type: 'function_call', callId: 'call_0', name: 'send_payment', arguments: JSON.stringify({ orderId: 'o-42', cents: 1999 }), status: 'completed' }],
+    };
+  },
+  async *getStreamedResponse() { throw new Error('not used'); },
+};
+
+const sendPayment = tool({
+  name: 'send_payment',
+  description: 'Charge an order',
+  parameters: z.object({ orderId: z.string(), cents: z.number() }),
+  needsApproval: true,
+  execute: idempotentTool(
+    async function sendPayment({ orderId, cents }) {
+      charges.push({ orderId, cents });
+      return { chargeId: `ch_${charges.length}` };
+    },
+    {
+      store,
+      // The run context is serialized with the RunState, so the scope survives resumes.
+      scope: (input, runContext) => runContext.context.conversationId,
+      onEvent: (e) => console.log(`  send_payment ${e.type} (call ${e.toolCallId}, conversation ${e.scope})`),
+    },
+  ),
+});
+const agent = new Agent({ name: 'payer', instructions: 'Pay orders.', model, tools: [sendPayment] });
+const runner = new Runner();
+
+const first = await runner.run(agent, 'Pay order o-42', { context: { conversationId: 'conv-42' } });
+for (const item of first.interruptions) first.state.approve(item);
+const saved = first.state.toString(); // e.g. written to a queue or a database
+
+for (const attempt of [1, 2]) {
+  console.log(`resume the saved RunState, attempt ${attempt}:`);
+  const r = await runner.run(agent, await RunState.fromString(agent, saved));
+  console.log(`  answer: ${r.finalOutput}`);
+}
+
+store.close();
+rmSync(dir, { recursive: true, force: true });
+console.log(`charges: ${charges.length}`);
+if (charges.length !== 1) {
+  console.error('FAIL: the payment ran more than once');
+  process.exit(1);
+}
