@@ -42,17 +42,29 @@ pub struct AcquireOutcome {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision {
-    Claim { attempts: u32, taken_over: bool, fresh: bool },
+    Claim {
+        attempts: u32,
+        taken_over: bool,
+        fresh: bool,
+    },
     Refuse,
 }
 
 pub fn decide(found: Option<&Record>, fingerprint: &str, force: bool, now: i64) -> Decision {
-    let fresh = Decision::Claim { attempts: 1, taken_over: false, fresh: true };
+    let fresh = Decision::Claim {
+        attempts: 1,
+        taken_over: false,
+        fresh: true,
+    };
     let Some(r) = found else { return fresh };
     if r.expired(now) {
         return fresh;
     }
-    let again = |taken_over| Decision::Claim { attempts: r.attempts + 1, taken_over, fresh: false };
+    let again = |taken_over| Decision::Claim {
+        attempts: r.attempts + 1,
+        taken_over,
+        fresh: false,
+    };
     if r.status == FAILED {
         return again(false);
     }
@@ -101,15 +113,29 @@ mod tests {
 
     #[test]
     fn nothing_found_is_claimed_fresh() {
-        assert_eq!(decide(None, "fp", false, 1000), Decision::Claim { attempts: 1, taken_over: false, fresh: true });
+        assert_eq!(
+            decide(None, "fp", false, 1000),
+            Decision::Claim {
+                attempts: 1,
+                taken_over: false,
+                fresh: true
+            }
+        );
     }
 
     #[test]
     fn completed_is_refused_and_failed_is_claimed() {
-        assert_eq!(decide(Some(&record(COMPLETED, 0, None)), "fp", true, 1000), Decision::Refuse);
+        assert_eq!(
+            decide(Some(&record(COMPLETED, 0, None)), "fp", true, 1000),
+            Decision::Refuse
+        );
         assert_eq!(
             decide(Some(&record(FAILED, 0, None)), "other", false, 1000),
-            Decision::Claim { attempts: 4, taken_over: false, fresh: false }
+            Decision::Claim {
+                attempts: 4,
+                taken_over: false,
+                fresh: false
+            }
         );
     }
 
@@ -117,23 +143,50 @@ mod tests {
     fn pending_depends_on_lease_and_force() {
         let live = record(PENDING, 10, None);
         assert_eq!(decide(Some(&live), "fp", false, 1000), Decision::Refuse);
-        assert_eq!(decide(Some(&live), "fp", true, 1000), Decision::Claim { attempts: 4, taken_over: false, fresh: false });
+        assert_eq!(
+            decide(Some(&live), "fp", true, 1000),
+            Decision::Claim {
+                attempts: 4,
+                taken_over: false,
+                fresh: false
+            }
+        );
         let dead = record(PENDING, 0, None);
-        assert_eq!(decide(Some(&dead), "fp", false, 1000), Decision::Claim { attempts: 4, taken_over: true, fresh: false });
+        assert_eq!(
+            decide(Some(&dead), "fp", false, 1000),
+            Decision::Claim {
+                attempts: 4,
+                taken_over: true,
+                fresh: false
+            }
+        );
     }
 
     #[test]
     fn other_fingerprint_is_refused_even_when_the_lease_is_dead() {
-        assert_eq!(decide(Some(&record(PENDING, 0, None)), "other", false, 1000), Decision::Refuse);
-        assert_eq!(decide(Some(&record(COMPLETED, 0, None)), "other", false, 1000), Decision::Refuse);
+        assert_eq!(
+            decide(Some(&record(PENDING, 0, None)), "other", false, 1000),
+            Decision::Refuse
+        );
+        assert_eq!(
+            decide(Some(&record(COMPLETED, 0, None)), "other", false, 1000),
+            Decision::Refuse
+        );
     }
 
     #[test]
     fn expiry_frees_settled_records_but_not_live_leases() {
         assert_eq!(
             decide(Some(&record(COMPLETED, 0, Some(0))), "other", false, 1000),
-            Decision::Claim { attempts: 1, taken_over: false, fresh: true }
+            Decision::Claim {
+                attempts: 1,
+                taken_over: false,
+                fresh: true
+            }
         );
-        assert_eq!(decide(Some(&record(PENDING, 10, Some(-5))), "fp", false, 1000), Decision::Refuse);
+        assert_eq!(
+            decide(Some(&record(PENDING, 10, Some(-5))), "fp", false, 1000),
+            Decision::Refuse
+        );
     }
 }

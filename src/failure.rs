@@ -11,7 +11,9 @@ pub struct StoreFailure {
 
 impl StoreFailure {
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 
     /// A failure of the store at `location` (a file path or a server address).
@@ -25,7 +27,9 @@ impl StoreFailure {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".to_string());
-        Self::new(format!("internal error in the native store (a bug, please report it): {detail}"))
+        Self::new(format!(
+            "internal error in the native store (a bug, please report it): {detail}"
+        ))
     }
 }
 

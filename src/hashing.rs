@@ -82,14 +82,23 @@ mod tests {
 
     #[test]
     fn fields_do_not_run_together() {
-        assert_ne!(derived_key("ab", Some("c"), "[]"), derived_key("a", Some("bc"), "[]"));
-        assert_ne!(derived_key("a", None, "[]"), derived_key("a", Some(""), "[]"));
+        assert_ne!(
+            derived_key("ab", Some("c"), "[]"),
+            derived_key("a", Some("bc"), "[]")
+        );
+        assert_ne!(
+            derived_key("a", None, "[]"),
+            derived_key("a", Some(""), "[]")
+        );
         assert_ne!(fingerprint_of("a", None), fingerprint_of("a", Some("")));
     }
 
     #[test]
     fn key_and_fingerprint_are_domain_separated() {
-        assert_ne!(derived_key("a", None, "[1]"), fingerprint_of("a", Some("[1]")));
+        assert_ne!(
+            derived_key("a", None, "[1]"),
+            fingerprint_of("a", Some("[1]"))
+        );
     }
 
     #[test]

@@ -139,14 +139,18 @@ impl SettleRequest {
     /// guards the store against any other caller of the public store interface.
     pub fn check(&self) -> StoreResult<()> {
         if let Some(result) = &self.result {
-            serde_json::from_str::<serde_json::Value>(result)
-                .map_err(|e| StoreFailure::new(format!("the result to store is not valid JSON text ({e})")))?;
+            serde_json::from_str::<serde_json::Value>(result).map_err(|e| {
+                StoreFailure::new(format!("the result to store is not valid JSON text ({e})"))
+            })?;
         }
         if let Some(error) = &self.error {
-            let value: serde_json::Value = serde_json::from_str(error)
-                .map_err(|e| StoreFailure::new(format!("the error to store is not valid JSON text ({e})")))?;
+            let value: serde_json::Value = serde_json::from_str(error).map_err(|e| {
+                StoreFailure::new(format!("the error to store is not valid JSON text ({e})"))
+            })?;
             if !(value["name"].is_string() && value["message"].is_string()) {
-                return Err(StoreFailure::new("the error to store must be a JSON object with string \"name\" and \"message\""));
+                return Err(StoreFailure::new(
+                    "the error to store must be a JSON object with string \"name\" and \"message\"",
+                ));
             }
         }
         Ok(())
@@ -170,7 +174,9 @@ mod tests {
     #[test]
     fn only_text_that_can_be_given_back_is_stored() {
         assert!(settle(Some(r#"{"a":[1,"x"]}"#), None).check().is_ok());
-        assert!(settle(None, Some(r#"{"name":"E","message":"m"}"#)).check().is_ok());
+        assert!(settle(None, Some(r#"{"name":"E","message":"m"}"#))
+            .check()
+            .is_ok());
         assert!(settle(None, None).check().is_ok());
         assert!(settle(Some("{not json"), None).check().is_err());
         assert!(settle(Some(""), None).check().is_err());

@@ -12,7 +12,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult};
+use redis::{
+    ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult,
+};
 
 use crate::failure::{StoreFailure, StoreResult};
 
@@ -28,7 +30,11 @@ const CONNECT_RETRIES: usize = 1;
 /// between `://` and the last `@` counts as credentials; query and fragment are dropped).
 pub fn redact_raw(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
-        return if url.contains('@') || url.contains(':') { "<a URL that is not shown>".into() } else { url.into() };
+        return if url.contains('@') || url.contains(':') {
+            "<a URL that is not shown>".into()
+        } else {
+            url.into()
+        };
     };
     let (scheme, rest) = (&url[..scheme_end], &url[scheme_end + 3..]);
     let (userinfo, host_and_path) = match rest.rfind('@') {
@@ -64,7 +70,11 @@ fn label(scheme: &str, info: &ConnectionInfo) -> String {
         ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port),
         _ => ("?", 0),
     };
-    let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
     format!("{scheme}://{credentials}{host}:{port}/{}", redis.db())
 }
 
@@ -79,7 +89,9 @@ pub struct Target {
 
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Target").field("label", &self.label).finish_non_exhaustive()
+        f.debug_struct("Target")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,7 +108,11 @@ impl Target {
         let url = url.trim();
         let scheme = match url.find("://") {
             Some(i) => url[..i].to_ascii_lowercase(),
-            None => return Err(bad("expected redis://host:port/db or rediss://host:port/db")),
+            None => {
+                return Err(bad(
+                    "expected redis://host:port/db or rediss://host:port/db",
+                ))
+            }
         };
         if !matches!(scheme.as_str(), "redis" | "rediss" | "valkey" | "valkeys") {
             return Err(bad(&format!(
@@ -109,13 +125,22 @@ impl Target {
             }
         }
         // The redis crate's own messages never repeat the URL or its password.
-        let info = url.into_connection_info().map_err(|e| bad(&e.to_string()))?;
-        if !matches!(info.addr(), ConnectionAddr::Tcp(..) | ConnectionAddr::TcpTls { .. }) {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| bad(&e.to_string()))?;
+        if !matches!(
+            info.addr(),
+            ConnectionAddr::Tcp(..) | ConnectionAddr::TcpTls { .. }
+        ) {
             return Err(bad("only TCP addresses are supported"));
         }
         let label = label(&scheme, &info);
         let password = info.redis_settings().password().map(str::to_string);
-        Ok(Target { info, label, password })
+        Ok(Target {
+            info,
+            label,
+            password,
+        })
     }
 
     /// Builds a failure message naming the redacted URL; as a last guard, scrubs the
@@ -133,9 +158,13 @@ impl Target {
 pub fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<Duration> {
     let ms = value.unwrap_or(default);
     if !ms.is_finite() || ms <= 0.0 {
-        return Err(StoreFailure::new(format!("{name} must be a positive, finite number of milliseconds, got {ms}")));
+        return Err(StoreFailure::new(format!(
+            "{name} must be a positive, finite number of milliseconds, got {ms}"
+        )));
     }
-    Ok(Duration::from_millis(ms.ceil().min(24.0 * 3600.0 * 1000.0) as u64))
+    Ok(Duration::from_millis(
+        ms.ceil().min(24.0 * 3600.0 * 1000.0) as u64
+    ))
 }
 
 /// rediss:// uses rustls with the `ring` provider; the redis crate builds its TLS config
@@ -164,7 +193,11 @@ pub struct Conn {
 
 impl Conn {
     /// No I/O: the connection opens on the first call.
-    pub fn new(target: Target, connect_timeout: Duration, command_timeout: Duration) -> StoreResult<Self> {
+    pub fn new(
+        target: Target,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> StoreResult<Self> {
         install_tls_provider();
         let mut info = target.info.clone();
         let redis_settings = info
@@ -172,7 +205,8 @@ impl Conn {
             .clone()
             .set_lib_name("idempotent-tools", env!("CARGO_PKG_VERSION"));
         info = info.set_redis_settings(redis_settings);
-        let client = redis::Client::open(info).map_err(|e| target.failure("invalid Redis URL", e))?;
+        let client =
+            redis::Client::open(info).map_err(|e| target.failure("invalid Redis URL", e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(Some(command_timeout))
@@ -194,13 +228,17 @@ impl Conn {
         if self.closed.load(Ordering::Acquire) {
             return Err(self.target.failure(what, "the store is closed"));
         }
-        let mut slot = self.manager.lock().map_err(|_| self.target.failure(what, "the store is closed"))?;
+        let mut slot = self
+            .manager
+            .lock()
+            .map_err(|_| self.target.failure(what, "the store is closed"))?;
         if let Some(manager) = slot.as_ref() {
             return Ok(manager.clone());
         }
         // Must run inside the Tokio runtime (it spawns the manager's background task).
-        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
-            .map_err(|e| self.target.failure(what, e))?;
+        let manager =
+            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+                .map_err(|e| self.target.failure(what, e))?;
         *slot = Some(manager.clone());
         Ok(manager)
     }
@@ -291,7 +329,6 @@ fn stuck(e: &RedisError) -> bool {
 fn resendable(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
-
 
 /// `prefix` as a SCAN MATCH pattern that matches only keys starting with it.
 pub fn match_pattern(prefix: &str) -> String {

@@ -32,8 +32,8 @@ use redis::Value;
 
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
 use crate::failure::{StoreFailure, StoreResult};
-use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
 use crate::record::SettleRequest;
+use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
 use crate::token::new_token;
 use connection::{match_pattern, timeout_option, Conn, Target};
 pub use connection::{DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_PREFIX};
@@ -72,7 +72,9 @@ fn ms_arg(ms: f64) -> i64 {
 
 /// Runs an async body on Tokio as its own task so that a panic in it becomes an error
 /// instead of crossing into Node.
-async fn guarded<T: Send + 'static>(work: impl Future<Output = StoreResult<T>> + Send + 'static) -> Result<T> {
+async fn guarded<T: Send + 'static>(
+    work: impl Future<Output = StoreResult<T>> + Send + 'static,
+) -> Result<T> {
     match tokio::spawn(work).await {
         Ok(outcome) => Ok(outcome?),
         Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
@@ -121,14 +123,17 @@ fn fields(v: &Value) -> Option<HashMap<String, String>> {
 /// The server's clock from a TIME reply, in ms.
 fn server_ms(v: &Value) -> Option<i64> {
     match v {
-        Value::Array(items) if items.len() == 2 => Some(int(&items[0])? * 1000 + int(&items[1])? / 1000),
+        Value::Array(items) if items.len() == 2 => {
+            Some(int(&items[0])? * 1000 + int(&items[1])? / 1000)
+        }
         _ => None,
     }
 }
 
 fn to_record(key: &str, mut f: HashMap<String, String>) -> std::result::Result<Record, String> {
     let mut take = |name: &str| f.remove(name);
-    let mut required = |name: &str| take(name).ok_or_else(|| format!("record '{key}' has no {name}"));
+    let mut required =
+        |name: &str| take(name).ok_or_else(|| format!("record '{key}' has no {name}"));
     let name = required("name")?;
     let fingerprint = required("fingerprint")?;
     let status = required("status")?;
@@ -136,7 +141,11 @@ fn to_record(key: &str, mut f: HashMap<String, String>) -> std::result::Result<R
         return Err(format!("record '{key}' has an unknown status '{status}'"));
     }
     let number = |name: &str, v: Option<String>| -> std::result::Result<Option<i64>, String> {
-        v.map(|s| s.parse::<i64>().map_err(|_| format!("record '{key}' has a malformed {name}"))).transpose()
+        v.map(|s| {
+            s.parse::<i64>()
+                .map_err(|_| format!("record '{key}' has a malformed {name}"))
+        })
+        .transpose()
     };
     let attempts = number("attempts", take("attempts"))?.unwrap_or(1);
     let created_at = number("created_at", take("created_at"))?.unwrap_or(0);
@@ -162,10 +171,18 @@ impl Inner {
     }
 
     fn malformed(&self, what: &str, detail: impl std::fmt::Display) -> StoreFailure {
-        self.conn.target.failure(what, format!("unexpected reply from the server: {detail}"))
+        self.conn
+            .target
+            .failure(what, format!("unexpected reply from the server: {detail}"))
     }
 
-    async fn script(&self, what: &str, script: &'static redis::Script, key: &str, args: Vec<String>) -> StoreResult<Value> {
+    async fn script(
+        &self,
+        what: &str,
+        script: &'static redis::Script,
+        key: &str,
+        args: Vec<String>,
+    ) -> StoreResult<Value> {
         let key = self.redis_key(key);
         self.conn
             .run(what, |mut c: ConnectionManager| {
@@ -186,22 +203,32 @@ impl Inner {
             req.fingerprint.clone(),
             token.clone(),
             ms_arg(req.lease_ms).to_string(),
-            req.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
+            req.ttl_ms
+                .map(|t| ms_arg(t).to_string())
+                .unwrap_or_default(),
             if req.force { "1" } else { "0" }.to_string(),
         ];
-        let reply = self.script(WHAT, scripts::acquire(), &req.key, args).await?;
-        let Value::Array(items) = &reply else { return Err(self.malformed(WHAT, format!("{reply:?}"))) };
+        let reply = self
+            .script(WHAT, scripts::acquire(), &req.key, args)
+            .await?;
+        let Value::Array(items) = &reply else {
+            return Err(self.malformed(WHAT, format!("{reply:?}")));
+        };
         match items.as_slice() {
             [flag, attempts, taken_over] if int(flag) == Some(1) => Ok(AcquireOutcome {
                 acquired: true,
                 token: Some(token),
-                attempts: int(attempts).and_then(|a| u32::try_from(a).ok()).unwrap_or(1),
+                attempts: int(attempts)
+                    .and_then(|a| u32::try_from(a).ok())
+                    .unwrap_or(1),
                 taken_over: int(taken_over) == Some(1),
                 record: None,
             }),
             [flag, record] if int(flag) == Some(0) => {
-                let f = fields(record).ok_or_else(|| self.malformed(WHAT, "a record that is not a hash"))?;
-                let record = to_record(&req.key, f).map_err(|e| self.conn.target.failure(WHAT, e))?;
+                let f = fields(record)
+                    .ok_or_else(|| self.malformed(WHAT, "a record that is not a hash"))?;
+                let record =
+                    to_record(&req.key, f).map_err(|e| self.conn.target.failure(WHAT, e))?;
                 Ok(AcquireOutcome {
                     acquired: false,
                     token: None,
@@ -214,7 +241,13 @@ impl Inner {
         }
     }
 
-    async fn flag_script(&self, what: &str, script: &'static redis::Script, key: &str, args: Vec<String>) -> StoreResult<bool> {
+    async fn flag_script(
+        &self,
+        what: &str,
+        script: &'static redis::Script,
+        key: &str,
+        args: Vec<String>,
+    ) -> StoreResult<bool> {
         let reply = self.script(what, script, key, args).await?;
         match int(&reply) {
             Some(n) => Ok(n == 1),
@@ -224,7 +257,11 @@ impl Inner {
 
     async fn settle(&self, status: &'static str, r: SettleRequest) -> StoreResult<bool> {
         r.check()?;
-        let what = if status == COMPLETED { "Redis complete failed" } else { "Redis fail failed" };
+        let what = if status == COMPLETED {
+            "Redis complete failed"
+        } else {
+            "Redis fail failed"
+        };
         let present = |v: &Option<String>| if v.is_some() { "1" } else { "0" }.to_string();
         let args = vec![
             r.token.clone(),
@@ -235,7 +272,8 @@ impl Inner {
             r.error.clone().unwrap_or_default(),
             r.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
         ];
-        self.flag_script(what, scripts::settle(), &r.key, args).await
+        self.flag_script(what, scripts::settle(), &r.key, args)
+            .await
     }
 
     async fn get(&self, key: String) -> StoreResult<Option<NativeRecord>> {
@@ -249,7 +287,9 @@ impl Inner {
                 async move { pipe.query_async::<Vec<Value>>(&mut c).await }
             })
             .await?;
-        let [time, hash] = replies.as_slice() else { return Err(self.malformed(WHAT, format!("{replies:?}"))) };
+        let [time, hash] = replies.as_slice() else {
+            return Err(self.malformed(WHAT, format!("{replies:?}")));
+        };
         let now = server_ms(time).ok_or_else(|| self.malformed(WHAT, format!("{time:?}")))?;
         let f = fields(hash).ok_or_else(|| self.malformed(WHAT, "a record that is not a hash"))?;
         if f.is_empty() {
@@ -260,7 +300,12 @@ impl Inner {
     }
 
     async fn server_time(&self, what: &str) -> StoreResult<i64> {
-        let reply: Value = self.conn.run(what, |mut c| async move { redis::cmd("TIME").query_async(&mut c).await }).await?;
+        let reply: Value = self
+            .conn
+            .run(what, |mut c| async move {
+                redis::cmd("TIME").query_async(&mut c).await
+            })
+            .await?;
         server_ms(&reply).ok_or_else(|| self.malformed(what, format!("{reply:?}")))
     }
 
@@ -272,7 +317,11 @@ impl Inner {
                 .conn
                 .run(what, |mut c| {
                     let mut cmd = redis::cmd("SCAN");
-                    cmd.arg(cursor).arg("MATCH").arg(&scan.pattern).arg("COUNT").arg(SCAN_COUNT);
+                    cmd.arg(cursor)
+                        .arg("MATCH")
+                        .arg(&scan.pattern)
+                        .arg("COUNT")
+                        .arg(SCAN_COUNT);
                     async move { cmd.query_async(&mut c).await }
                 })
                 .await?;
@@ -312,7 +361,9 @@ impl Inner {
             for (k, reply) in keys.iter().zip(replies) {
                 // A key that is not a hash, or a hash that is not a record, is not ours.
                 let Ok(v) = reply else { continue };
-                let Some(f) = fields(&v).filter(|f| !f.is_empty()) else { continue };
+                let Some(f) = fields(&v).filter(|f| !f.is_empty()) else {
+                    continue;
+                };
                 if let Ok(r) = to_record(k.get(prefix_len..).unwrap_or(k), f) {
                     records.push(r);
                 }
@@ -321,13 +372,21 @@ impl Inner {
         Ok((now, records))
     }
 
-    async fn list(&self, status: Option<String>, limit: Option<u32>) -> StoreResult<Vec<NativeRecord>> {
+    async fn list(
+        &self,
+        status: Option<String>,
+        limit: Option<u32>,
+    ) -> StoreResult<Vec<NativeRecord>> {
         let (now, records) = self.all_records("Redis list failed").await?;
         let mut records: Vec<Record> = records
             .into_iter()
             .filter(|r| !r.expired(now) && status.as_deref().is_none_or(|s| r.status == s))
             .collect();
-        records.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.key.cmp(&b.key)));
+        records.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.key.cmp(&b.key))
+        });
         if let Some(limit) = limit {
             records.truncate(limit as usize);
         }
@@ -388,7 +447,12 @@ struct Scan {
 
 impl Scan {
     fn new(prefix: &str) -> Self {
-        Scan { pattern: match_pattern(prefix), cursor: 0, done: false, seen: HashSet::new() }
+        Scan {
+            pattern: match_pattern(prefix),
+            cursor: 0,
+            done: false,
+            seen: HashSet::new(),
+        }
     }
 }
 
@@ -403,10 +467,22 @@ impl NativeRedisStore {
                 "prefix must not be empty (clear() would delete every key of the database)",
             )));
         }
-        let connect = timeout_option("connectTimeoutMs", options.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS).map_err(bad)?;
-        let command = timeout_option("commandTimeoutMs", options.command_timeout_ms, DEFAULT_COMMAND_TIMEOUT_MS).map_err(bad)?;
+        let connect = timeout_option(
+            "connectTimeoutMs",
+            options.connect_timeout_ms,
+            DEFAULT_CONNECT_TIMEOUT_MS,
+        )
+        .map_err(bad)?;
+        let command = timeout_option(
+            "commandTimeoutMs",
+            options.command_timeout_ms,
+            DEFAULT_COMMAND_TIMEOUT_MS,
+        )
+        .map_err(bad)?;
         let conn = Conn::new(target, connect, command)?;
-        Ok(NativeRedisStore { inner: Arc::new(Inner { conn, prefix }) })
+        Ok(NativeRedisStore {
+            inner: Arc::new(Inner { conn, prefix }),
+        })
     }
 
     fn with<T, F, Fut>(&self, work: F) -> impl Future<Output = Result<T>>
@@ -442,24 +518,31 @@ impl NativeRedisStore {
     pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
         self.with(|s| async move {
             let args = vec![token, ms_arg(lease_ms).to_string()];
-            s.flag_script("Redis renew failed", scripts::renew(), &key, args).await
+            s.flag_script("Redis renew failed", scripts::renew(), &key, args)
+                .await
         })
         .await
     }
 
     #[napi]
     pub async fn complete(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(COMPLETED, request).await }).await
+        self.with(|s| async move { s.settle(COMPLETED, request).await })
+            .await
     }
 
     #[napi]
     pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(FAILED, request).await }).await
+        self.with(|s| async move { s.settle(FAILED, request).await })
+            .await
     }
 
     #[napi]
     pub async fn release(&self, key: String) -> Result<bool> {
-        self.with(|s| async move { s.flag_script("Redis release failed", scripts::release(), &key, vec![]).await }).await
+        self.with(|s| async move {
+            s.flag_script("Redis release failed", scripts::release(), &key, vec![])
+                .await
+        })
+        .await
     }
 
     #[napi]
@@ -483,8 +566,13 @@ impl NativeRedisStore {
     }
 
     #[napi]
-    pub async fn list_records(&self, status: Option<String>, limit: Option<u32>) -> Result<Vec<NativeRecord>> {
-        self.with(|s| async move { s.list(status, limit).await }).await
+    pub async fn list_records(
+        &self,
+        status: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<Vec<NativeRecord>> {
+        self.with(|s| async move { s.list(status, limit).await })
+            .await
     }
 
     #[napi]

@@ -22,7 +22,12 @@ fn unique_prefix() -> String {
 }
 
 fn options(url: &str, prefix: &str) -> RedisOptions {
-    RedisOptions { url: url.into(), prefix: Some(prefix.into()), connect_timeout_ms: None, command_timeout_ms: None }
+    RedisOptions {
+        url: url.into(),
+        prefix: Some(prefix.into()),
+        connect_timeout_ms: None,
+        command_timeout_ms: None,
+    }
 }
 
 fn store_at(url: &str, prefix: &str) -> NativeRedisStore {
@@ -35,14 +40,30 @@ fn store() -> (NativeRedisStore, String) {
 }
 
 fn admin(url: &str) -> redis::Connection {
-    redis::Client::open(url).expect("url").get_connection().expect("Redis must be reachable for these tests")
+    redis::Client::open(url)
+        .expect("url")
+        .get_connection()
+        .expect("Redis must be reachable for these tests")
 }
 
 fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> AcquireRequest {
-    AcquireRequest { key: key.into(), name: "charge".into(), fingerprint: fp.into(), lease_ms, ttl_ms, force }
+    AcquireRequest {
+        key: key.into(),
+        name: "charge".into(),
+        fingerprint: fp.into(),
+        lease_ms,
+        ttl_ms,
+        force,
+    }
 }
 
-fn settle_req(key: &str, token: &str, result: Option<&str>, error: Option<&str>, ttl_ms: Option<f64>) -> SettleRequest {
+fn settle_req(
+    key: &str,
+    token: &str,
+    result: Option<&str>,
+    error: Option<&str>,
+    ttl_ms: Option<f64>,
+) -> SettleRequest {
     SettleRequest {
         key: key.into(),
         token: token.into(),
@@ -61,12 +82,24 @@ fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
 #[test]
 fn urls_parse_and_labels_hide_the_password() {
     let cases = [
-        (format!("redis://user:{SECRET}@127.0.0.1:6379/0"), "redis://user:***@127.0.0.1:6379/0"),
-        (format!("redis://:{SECRET}@example.com/3"), "redis://:***@example.com:6379/3"),
-        ("rediss://cache.example.com:6380".to_string(), "rediss://cache.example.com:6380/0"),
+        (
+            format!("redis://user:{SECRET}@127.0.0.1:6379/0"),
+            "redis://user:***@127.0.0.1:6379/0",
+        ),
+        (
+            format!("redis://:{SECRET}@example.com/3"),
+            "redis://:***@example.com:6379/3",
+        ),
+        (
+            "rediss://cache.example.com:6380".to_string(),
+            "rediss://cache.example.com:6380/0",
+        ),
         ("redis://localhost".to_string(), "redis://localhost:6379/0"),
         ("redis://[::1]:7000/2".to_string(), "redis://[::1]:7000/2"),
-        (format!("redis://{SECRET}@host/1"), "redis://***@host:6379/1"),
+        (
+            format!("redis://{SECRET}@host/1"),
+            "redis://***@host:6379/1",
+        ),
         ("valkey://host:1234".to_string(), "valkey://host:1234/0"),
     ];
     for (url, label) in cases {
@@ -83,21 +116,39 @@ fn bad_urls_say_what_is_wrong_without_the_password() {
     let cases = [
         (format!("redis://user:{SECRET}@host/notadb"), "database"),
         (format!("http://user:{SECRET}@host"), "unsupported scheme"),
-        (format!("unix:///tmp/redis.sock?pass={SECRET}"), "unsupported scheme"),
-        (format!("redis://user:{SECRET}@host:6379#insecure"), "fragment"),
+        (
+            format!("unix:///tmp/redis.sock?pass={SECRET}"),
+            "unsupported scheme",
+        ),
+        (
+            format!("redis://user:{SECRET}@host:6379#insecure"),
+            "fragment",
+        ),
         (format!("user:{SECRET}@host:6379"), "expected redis://"),
-        (format!("redis://user:{SECRET}@host:99999"), "invalid Redis URL"),
+        (
+            format!("redis://user:{SECRET}@host:99999"),
+            "invalid Redis URL",
+        ),
         (format!("redis://user:{SECRET}@"), "invalid Redis URL"),
-        (format!("redis://user:{SECRET}@host/0?protocol=9"), "protocol"),
+        (
+            format!("redis://user:{SECRET}@host/0?protocol=9"),
+            "protocol",
+        ),
     ];
     for (url, needle) in cases {
-        let e = NativeRedisStore::from_options(options(&url, "p:")).err().unwrap_or_else(|| panic!("{url} parsed"));
+        let e = NativeRedisStore::from_options(options(&url, "p:"))
+            .err()
+            .unwrap_or_else(|| panic!("{url} parsed"));
         assert!(e.message.contains(needle), "{url}: {e}");
         assert!(!e.message.contains(SECRET), "{url}: {e}");
         assert!(!e.message.contains("s3cret"), "{url}: {e}");
     }
     // A password with characters a URL should have escaped: never shown, whatever happens.
-    for url in [format!("redis://u:{SECRET}/x@host:6379/0"), format!("redis://u:{SECRET}#x@host"), format!("redis://u:a?{SECRET}@host")] {
+    for url in [
+        format!("redis://u:{SECRET}/x@host:6379/0"),
+        format!("redis://u:{SECRET}#x@host"),
+        format!("redis://u:a?{SECRET}@host"),
+    ] {
         match NativeRedisStore::from_options(options(&url, "p:")) {
             Ok(s) => assert!(!s.path().contains("s3cret"), "{url}: {}", s.path()),
             Err(e) => assert!(!e.message.contains("s3cret"), "{url}: {e}"),
@@ -109,7 +160,10 @@ fn bad_urls_say_what_is_wrong_without_the_password() {
 fn raw_redaction_over_redacts() {
     assert_eq!(redact_raw("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
     assert_eq!(redact_raw("redis://pw@h"), "redis://***@h");
-    assert_eq!(redact_raw("redis://u:p@w@h/0?x=1#frag"), "redis://u:***@h/0");
+    assert_eq!(
+        redact_raw("redis://u:p@w@h/0?x=1#frag"),
+        "redis://u:***@h/0"
+    );
     assert_eq!(redact_raw("redis://h/0?password=pw"), "redis://h/0");
     assert_eq!(redact_raw("u:pw@h"), "<a URL that is not shown>");
 }
@@ -117,11 +171,28 @@ fn raw_redaction_over_redacts() {
 #[test]
 fn options_are_checked() {
     let url = "redis://127.0.0.1:6379";
-    let bad = |o: RedisOptions| NativeRedisStore::from_options(o).err().expect("rejected").message;
-    assert!(bad(RedisOptions { connect_timeout_ms: Some(-1.0), ..options(url, "p:") }).contains("connectTimeoutMs"));
-    assert!(bad(RedisOptions { command_timeout_ms: Some(f64::NAN), ..options(url, "p:") }).contains("commandTimeoutMs"));
+    let bad = |o: RedisOptions| {
+        NativeRedisStore::from_options(o)
+            .err()
+            .expect("rejected")
+            .message
+    };
+    assert!(bad(RedisOptions {
+        connect_timeout_ms: Some(-1.0),
+        ..options(url, "p:")
+    })
+    .contains("connectTimeoutMs"));
+    assert!(bad(RedisOptions {
+        command_timeout_ms: Some(f64::NAN),
+        ..options(url, "p:")
+    })
+    .contains("commandTimeoutMs"));
     assert!(bad(options(url, "")).contains("prefix"));
-    let default = NativeRedisStore::from_options(RedisOptions { prefix: None, ..options(url, "") }).unwrap();
+    let default = NativeRedisStore::from_options(RedisOptions {
+        prefix: None,
+        ..options(url, "")
+    })
+    .unwrap();
     assert_eq!(default.inner.prefix, DEFAULT_PREFIX);
     assert_eq!(default.inner.conn.deadline(), Duration::from_millis(7000));
 }
@@ -139,7 +210,13 @@ async fn a_glob_prefix_lists_and_clears_only_its_own_keys() {
     // Every key of this store would match the odd prefix were it not escaped.
     let sibling = store_at(&redis_url(), &format!(r"{base}aXXbYc\:"));
     for s in [&odd, &sibling] {
-        assert!(s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap().acquired);
+        assert!(
+            s.inner
+                .acquire(req("k", "fp", 10_000.0, None, false))
+                .await
+                .unwrap()
+                .acquired
+        );
     }
     assert_eq!(odd.inner.list(None, None).await.unwrap().len(), 1);
     assert_eq!(odd.inner.clear(None).await.unwrap(), 1);
@@ -156,30 +233,69 @@ async fn claim_table_on_a_real_server() {
     let st = &s.inner;
 
     // Nothing found: claim, attempts 1.
-    let a = st.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
+    let a = st
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(a.acquired && a.attempts == 1 && !a.taken_over);
     let t1 = a.token.clone().unwrap();
     let pending_ttl = pttl(&mut con, &format!("{prefix}k"));
-    assert!((3_600_000..=3_610_000).contains(&pending_ttl), "pending expiry {pending_ttl}");
+    assert!(
+        (3_600_000..=3_610_000).contains(&pending_ttl),
+        "pending expiry {pending_ttl}"
+    );
 
     // Pending, lease alive: refused with the record; with force: claimed again.
-    let b = st.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
+    let b = st
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(!b.acquired && b.token.is_none());
     let r = b.record.unwrap();
-    assert_eq!((r.status.as_str(), r.attempts, r.name.as_str()), ("pending", 1, "charge"));
-    let c = st.acquire(req("k", "fp", 10_000.0, None, true)).await.unwrap();
+    assert_eq!(
+        (r.status.as_str(), r.attempts, r.name.as_str()),
+        ("pending", 1, "charge")
+    );
+    let c = st
+        .acquire(req("k", "fp", 10_000.0, None, true))
+        .await
+        .unwrap();
     assert!(c.acquired && c.attempts == 2 && !c.taken_over);
     let t2 = c.token.unwrap();
 
     // Fencing: the first token can no longer renew or settle.
-    assert!(!st.flag_script("renew", scripts::renew(), "k", vec![t1.clone(), "1000".into()]).await.unwrap());
-    assert!(!st.settle(COMPLETED, settle_req("k", &t1, Some("1"), None, None)).await.unwrap());
-    assert!(st.settle(COMPLETED, settle_req("k", &t2, Some("{\"ok\":true}"), None, None)).await.unwrap());
-    assert_eq!(pttl(&mut con, &format!("{prefix}k")), -1, "settled without ttl: no expiry");
+    assert!(!st
+        .flag_script(
+            "renew",
+            scripts::renew(),
+            "k",
+            vec![t1.clone(), "1000".into()]
+        )
+        .await
+        .unwrap());
+    assert!(!st
+        .settle(COMPLETED, settle_req("k", &t1, Some("1"), None, None))
+        .await
+        .unwrap());
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("k", &t2, Some("{\"ok\":true}"), None, None)
+        )
+        .await
+        .unwrap());
+    assert_eq!(
+        pttl(&mut con, &format!("{prefix}k")),
+        -1,
+        "settled without ttl: no expiry"
+    );
 
     // Completed: refused (a replay) with the result, with any fingerprint, even with force.
     for (fp, force) in [("fp", false), ("fp", true), ("other", false)] {
-        let d = st.acquire(req("k", fp, 10_000.0, None, force)).await.unwrap();
+        let d = st
+            .acquire(req("k", fp, 10_000.0, None, force))
+            .await
+            .unwrap();
         assert!(!d.acquired);
         let r = d.record.unwrap();
         assert_eq!(r.status, "completed");
@@ -189,30 +305,78 @@ async fn claim_table_on_a_real_server() {
     }
 
     // Failed: claimed again whatever the fingerprint, attempts + 1.
-    let e = st.acquire(req("f", "fp", 10_000.0, None, false)).await.unwrap();
-    assert!(st.settle(FAILED, settle_req("f", e.token.as_ref().unwrap(), None, Some("{\"name\":\"Error\",\"message\":\"boom\"}"), None)).await.unwrap());
+    let e = st
+        .acquire(req("f", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .settle(
+            FAILED,
+            settle_req(
+                "f",
+                e.token.as_ref().unwrap(),
+                None,
+                Some("{\"name\":\"Error\",\"message\":\"boom\"}"),
+                None
+            )
+        )
+        .await
+        .unwrap());
     let failed = st.get("f".into()).await.unwrap().unwrap();
     assert_eq!(failed.status, "failed");
     assert!(failed.result.is_none());
     assert!(failed.error.unwrap().contains("boom"));
-    let f = st.acquire(req("f", "other", 10_000.0, None, false)).await.unwrap();
+    let f = st
+        .acquire(req("f", "other", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(f.acquired && f.attempts == 2 && !f.taken_over);
     let again = st.get("f".into()).await.unwrap().unwrap();
-    assert_eq!((again.status.as_str(), again.fingerprint.as_str()), ("pending", "other"));
+    assert_eq!(
+        (again.status.as_str(), again.fingerprint.as_str()),
+        ("pending", "other")
+    );
     assert!(again.error.is_none() && again.result.is_none());
-    assert_eq!(again.created_at, failed.created_at, "a claim that is not fresh keeps created_at");
+    assert_eq!(
+        again.created_at, failed.created_at,
+        "a claim that is not fresh keeps created_at"
+    );
 
     // Pending, lease dead: taken over (attempts + 1), unless the fingerprint differs.
     let g = st.acquire(req("d", "fp", 1.0, None, false)).await.unwrap();
     let stale = g.token.unwrap();
     tokio::time::sleep(Duration::from_millis(15)).await;
-    let other = st.acquire(req("d", "other", 10_000.0, None, false)).await.unwrap();
+    let other = st
+        .acquire(req("d", "other", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(!other.acquired && other.record.unwrap().fingerprint == "fp");
-    let h = st.acquire(req("d", "fp", 10_000.0, None, false)).await.unwrap();
+    let h = st
+        .acquire(req("d", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(h.acquired && h.attempts == 2 && h.taken_over);
-    assert!(!st.settle(COMPLETED, settle_req("d", &stale, Some("1"), None, None)).await.unwrap());
-    assert!(!st.settle(FAILED, settle_req("d", &stale, None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
-    assert!(!st.flag_script("renew", scripts::renew(), "d", vec![stale, "1000".into()]).await.unwrap());
+    assert!(!st
+        .settle(COMPLETED, settle_req("d", &stale, Some("1"), None, None))
+        .await
+        .unwrap());
+    assert!(!st
+        .settle(
+            FAILED,
+            settle_req(
+                "d",
+                &stale,
+                None,
+                Some(r#"{"name":"E","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
+    assert!(!st
+        .flag_script("renew", scripts::renew(), "d", vec![stale, "1000".into()])
+        .await
+        .unwrap());
     assert_eq!(st.get("d".into()).await.unwrap().unwrap().status, "pending");
 
     assert!(st.clear(None).await.unwrap() >= 3);
@@ -225,44 +389,113 @@ async fn expiry_follows_ttl_and_leases() {
     let st = &s.inner;
 
     // A settled record with ttlMs expires in Redis at expires_at.
-    let a = st.acquire(req("t", "fp", 10_000.0, Some(60_000.0), false)).await.unwrap();
+    let a = st
+        .acquire(req("t", "fp", 10_000.0, Some(60_000.0), false))
+        .await
+        .unwrap();
     let key = format!("{prefix}t");
     let p = pttl(&mut con, &key);
-    assert!(p > 3_600_000, "pending: lease + 1 h beats a shorter ttl ({p})");
-    assert!(st.settle(COMPLETED, settle_req("t", a.token.as_ref().unwrap(), Some("1"), None, Some(80.0))).await.unwrap());
+    assert!(
+        p > 3_600_000,
+        "pending: lease + 1 h beats a shorter ttl ({p})"
+    );
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("t", a.token.as_ref().unwrap(), Some("1"), None, Some(80.0))
+        )
+        .await
+        .unwrap());
     let p = pttl(&mut con, &key);
     assert!((0..=80).contains(&p), "settled: ttl {p}");
     let r = st.get("t".into()).await.unwrap().unwrap();
     assert_eq!(r.expires_at.unwrap() - r.updated_at, 80.0);
     tokio::time::sleep(Duration::from_millis(120)).await;
     assert!(st.get("t".into()).await.unwrap().is_none());
-    let b = st.acquire(req("t", "other", 10_000.0, None, false)).await.unwrap();
+    let b = st
+        .acquire(req("t", "other", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(b.acquired && b.attempts == 1);
 
     // Past its ttl but with a live lease, a pending record still holds.
-    let c = st.acquire(req("p", "fp", 10_000.0, Some(1.0), false)).await.unwrap();
+    let c = st
+        .acquire(req("p", "fp", 10_000.0, Some(1.0), false))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    let d = st.acquire(req("p", "fp", 10_000.0, None, false)).await.unwrap();
+    let d = st
+        .acquire(req("p", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(!d.acquired);
-    assert!(st.get("p".into()).await.unwrap().is_some(), "live lease: not expired");
+    assert!(
+        st.get("p".into()).await.unwrap().is_some(),
+        "live lease: not expired"
+    );
     // Past its ttl with a dead lease: expired, though Redis still holds it for a while.
-    let e = st.acquire(req("q", "fp", 1.0, Some(1.0), false)).await.unwrap();
+    let e = st
+        .acquire(req("q", "fp", 1.0, Some(1.0), false))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(st.get("q".into()).await.unwrap().is_none());
     let stats = st.stats().await.unwrap();
-    assert_eq!((stats.pending, stats.expired), (2, 1), "t and p pending, q expired");
-    let f = st.acquire(req("q", "other", 10_000.0, None, false)).await.unwrap();
-    assert!(f.acquired && f.attempts == 1 && !f.taken_over, "expired: a fresh claim");
+    assert_eq!(
+        (stats.pending, stats.expired),
+        (2, 1),
+        "t and p pending, q expired"
+    );
+    let f = st
+        .acquire(req("q", "other", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(
+        f.acquired && f.attempts == 1 && !f.taken_over,
+        "expired: a fresh claim"
+    );
 
     // Renew moves the lease and the record's expiry.
-    let before = st.get("p".into()).await.unwrap().unwrap().lease_expires_at.unwrap();
+    let before = st
+        .get("p".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at
+        .unwrap();
     let token = c.token.unwrap();
-    assert!(st.flag_script("renew", scripts::renew(), "p", vec![token.clone(), "7200000".into()]).await.unwrap());
-    let after = st.get("p".into()).await.unwrap().unwrap().lease_expires_at.unwrap();
+    assert!(st
+        .flag_script(
+            "renew",
+            scripts::renew(),
+            "p",
+            vec![token.clone(), "7200000".into()]
+        )
+        .await
+        .unwrap());
+    let after = st
+        .get("p".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at
+        .unwrap();
     assert!(after >= before + 7_190_000.0);
     assert!(pttl(&mut con, &format!("{prefix}p")) > 7_200_000 + 3_500_000);
     // Settling without ttl persists the record.
-    assert!(st.settle(FAILED, settle_req("p", &token, None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
+    assert!(st
+        .settle(
+            FAILED,
+            settle_req(
+                "p",
+                &token,
+                None,
+                Some(r#"{"name":"E","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
     assert_eq!(pttl(&mut con, &format!("{prefix}p")), -1);
     drop(e);
     st.clear(None).await.unwrap();
@@ -272,20 +505,58 @@ async fn expiry_follows_ttl_and_leases() {
 async fn results_keep_undefined_apart_from_empty_strings() {
     let (s, _) = store();
     let st = &s.inner;
-    for (key, result) in [("undef", None), ("null", Some("null")), ("empty-string", Some("\"\""))] {
-        let a = st.acquire(req(key, "fp", 10_000.0, None, false)).await.unwrap();
-        assert!(st.settle(COMPLETED, settle_req(key, a.token.as_ref().unwrap(), result, None, None)).await.unwrap());
+    for (key, result) in [
+        ("undef", None),
+        ("null", Some("null")),
+        ("empty-string", Some("\"\"")),
+    ] {
+        let a = st
+            .acquire(req(key, "fp", 10_000.0, None, false))
+            .await
+            .unwrap();
+        assert!(st
+            .settle(
+                COMPLETED,
+                settle_req(key, a.token.as_ref().unwrap(), result, None, None)
+            )
+            .await
+            .unwrap());
         let r = st.get(key.into()).await.unwrap().unwrap();
         assert_eq!(r.result.as_deref(), result, "{key}");
         assert!(r.error.is_none());
-        let replay = st.acquire(req(key, "fp", 10_000.0, None, false)).await.unwrap();
-        assert_eq!(replay.record.unwrap().result.as_deref(), result, "{key} replay");
+        let replay = st
+            .acquire(req(key, "fp", 10_000.0, None, false))
+            .await
+            .unwrap();
+        assert_eq!(
+            replay.record.unwrap().result.as_deref(),
+            result,
+            "{key} replay"
+        );
     }
     // A result that could not be stored: completed with an error and no result.
-    let a = st.acquire(req("bad", "fp", 10_000.0, None, false)).await.unwrap();
-    assert!(st.settle(COMPLETED, settle_req("bad", a.token.as_ref().unwrap(), None, Some(r#"{"name":"TypeError","message":"m"}"#), None)).await.unwrap());
+    let a = st
+        .acquire(req("bad", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req(
+                "bad",
+                a.token.as_ref().unwrap(),
+                None,
+                Some(r#"{"name":"TypeError","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
     let r = st.get("bad".into()).await.unwrap().unwrap();
-    assert_eq!((r.status.as_str(), r.result.is_none(), r.error.is_some()), ("completed", true, true));
+    assert_eq!(
+        (r.status.as_str(), r.result.is_none(), r.error.is_some()),
+        ("completed", true, true)
+    );
     assert!(st.get("missing".into()).await.unwrap().is_none());
     st.clear(None).await.unwrap();
 }
@@ -294,17 +565,43 @@ async fn results_keep_undefined_apart_from_empty_strings() {
 async fn release_fails_a_pending_record_and_drops_its_token() {
     let (s, _) = store();
     let st = &s.inner;
-    let a = st.acquire(req("r", "fp", 60_000.0, None, false)).await.unwrap();
-    assert!(st.flag_script("release", scripts::release(), "r", vec![]).await.unwrap());
+    let a = st
+        .acquire(req("r", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .flag_script("release", scripts::release(), "r", vec![])
+        .await
+        .unwrap());
     let r = st.get("r".into()).await.unwrap().unwrap();
     assert_eq!(r.status, "failed");
-    assert_eq!(r.error.as_deref(), Some("{\"name\":\"Released\",\"message\":\"released by an operator\"}"));
+    assert_eq!(
+        r.error.as_deref(),
+        Some("{\"name\":\"Released\",\"message\":\"released by an operator\"}")
+    );
     assert!(r.lease_expires_at.is_none());
-    assert!(!st.settle(COMPLETED, settle_req("r", a.token.as_ref().unwrap(), Some("1"), None, None)).await.unwrap());
-    assert!(!st.flag_script("release", scripts::release(), "r", vec![]).await.unwrap(), "not pending");
-    let b = st.acquire(req("r", "fp", 60_000.0, None, false)).await.unwrap();
+    assert!(!st
+        .settle(
+            COMPLETED,
+            settle_req("r", a.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    assert!(
+        !st.flag_script("release", scripts::release(), "r", vec![])
+            .await
+            .unwrap(),
+        "not pending"
+    );
+    let b = st
+        .acquire(req("r", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
     assert!(b.acquired && b.attempts == 2);
-    assert!(!st.flag_script("release", scripts::release(), "nothing", vec![]).await.unwrap());
+    assert!(!st
+        .flag_script("release", scripts::release(), "nothing", vec![])
+        .await
+        .unwrap());
     st.clear(None).await.unwrap();
 }
 
@@ -312,19 +609,64 @@ async fn release_fails_a_pending_record_and_drops_its_token() {
 async fn resent_acquire_and_settle_recognise_their_own_token() {
     let (s, _) = store();
     let st = &s.inner;
-    let args = |token: &str| vec!["charge".into(), "fp".into(), token.into(), "10000".into(), String::new(), "0".into()];
+    let args = |token: &str| {
+        vec![
+            "charge".into(),
+            "fp".into(),
+            token.into(),
+            "10000".into(),
+            String::new(),
+            "0".into(),
+        ]
+    };
     let token = new_token();
     for _ in 0..2 {
-        let v = st.script("acquire", scripts::acquire(), "k", args(&token)).await.unwrap();
-        assert_eq!(int(&match v { Value::Array(a) => a[0].clone(), other => other }), Some(1));
+        let v = st
+            .script("acquire", scripts::acquire(), "k", args(&token))
+            .await
+            .unwrap();
+        assert_eq!(
+            int(&match v {
+                Value::Array(a) => a[0].clone(),
+                other => other,
+            }),
+            Some(1)
+        );
     }
     let settle = settle_req("k", &token, Some("42"), None, None);
-    assert!(st.settle(COMPLETED, settle_req("k", &token, Some("42"), None, None)).await.unwrap());
-    assert!(st.settle(COMPLETED, settle).await.unwrap(), "the same settle, resent");
-    assert!(!st.settle(FAILED, settle_req("k", &token, None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
-    assert!(!st.settle(COMPLETED, settle_req("k", &new_token(), Some("1"), None, None)).await.unwrap());
+    assert!(st
+        .settle(COMPLETED, settle_req("k", &token, Some("42"), None, None))
+        .await
+        .unwrap());
+    assert!(
+        st.settle(COMPLETED, settle).await.unwrap(),
+        "the same settle, resent"
+    );
+    assert!(!st
+        .settle(
+            FAILED,
+            settle_req(
+                "k",
+                &token,
+                None,
+                Some(r#"{"name":"E","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
+    assert!(!st
+        .settle(
+            COMPLETED,
+            settle_req("k", &new_token(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
     let r = st.get("k".into()).await.unwrap().unwrap();
-    assert_eq!((r.status.as_str(), r.result.as_deref(), r.attempts), ("completed", Some("42"), 1));
+    assert_eq!(
+        (r.status.as_str(), r.result.as_deref(), r.attempts),
+        ("completed", Some("42"), 1)
+    );
     st.clear(None).await.unwrap();
 }
 
@@ -334,7 +676,11 @@ async fn racing_acquires_have_exactly_one_winner() {
     let mut tasks = Vec::new();
     for i in 0..32 {
         let inner = s.inner.clone();
-        tasks.push(tokio::spawn(async move { inner.acquire(req(&format!("race{}", i % 4), "fp", 10_000.0, None, false)).await }));
+        tasks.push(tokio::spawn(async move {
+            inner
+                .acquire(req(&format!("race{}", i % 4), "fp", 10_000.0, None, false))
+                .await
+        }));
     }
     let mut winners = 0;
     for t in tasks {
@@ -352,18 +698,51 @@ async fn list_and_stats_scan_the_prefix() {
     let st = &s.inner;
     let mut tokens = Vec::new();
     for k in ["b", "a", "c", "d"] {
-        tokens.push(st.acquire(req(k, "fp", 60_000.0, None, false)).await.unwrap().token.unwrap());
+        tokens.push(
+            st.acquire(req(k, "fp", 60_000.0, None, false))
+                .await
+                .unwrap()
+                .token
+                .unwrap(),
+        );
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
-    assert!(st.settle(COMPLETED, settle_req("a", &tokens[1], Some("1"), None, None)).await.unwrap());
-    assert!(st.settle(FAILED, settle_req("c", &tokens[2], None, Some(r#"{"name":"E","message":"m"}"#), None)).await.unwrap());
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("a", &tokens[1], Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    assert!(st
+        .settle(
+            FAILED,
+            settle_req(
+                "c",
+                &tokens[2],
+                None,
+                Some(r#"{"name":"E","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
     let all = st.list(None, None).await.unwrap();
-    assert_eq!(all.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["b", "a", "c", "d"]);
+    assert_eq!(
+        all.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        ["b", "a", "c", "d"]
+    );
     let pending = st.list(Some("pending".into()), None).await.unwrap();
-    assert_eq!(pending.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["b", "d"]);
+    assert_eq!(
+        pending.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        ["b", "d"]
+    );
     assert_eq!(st.list(None, Some(2)).await.unwrap().len(), 2);
     let stats = st.stats().await.unwrap();
-    assert_eq!((stats.pending, stats.completed, stats.failed, stats.expired), (2, 1, 1, 0));
+    assert_eq!(
+        (stats.pending, stats.completed, stats.failed, stats.expired),
+        (2, 1, 1, 0)
+    );
     assert_eq!(stats.oldest_pending_at, Some(all[0].created_at));
     assert!(stats.size_bytes.is_none());
     assert_eq!(st.clear(Some("a".into())).await.unwrap(), 1);
@@ -376,7 +755,13 @@ async fn list_and_stats_scan_the_prefix() {
 async fn close_is_final() {
     // (The napi methods themselves only link inside Node; they are thin wrappers over these.)
     let (s, _) = store();
-    assert!(s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap().acquired);
+    assert!(
+        s.inner
+            .acquire(req("k", "fp", 10_000.0, None, false))
+            .await
+            .unwrap()
+            .acquired
+    );
     assert_eq!(s.inner.clear(None).await.unwrap(), 1);
     s.inner.conn.close();
     let e = s.inner.get("k".into()).await.unwrap_err();
@@ -394,21 +779,39 @@ struct Server {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let dir = std::env::temp_dir().join(format!("idempotent-tools-redis-{}", &new_token()[..12]));
+        let dir =
+            std::env::temp_dir().join(format!("idempotent-tools-redis-{}", &new_token()[..12]));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Server { child: None, port: free_port(), dir, extra: extra.iter().map(|s| s.to_string()).collect() };
+        let mut s = Server {
+            child: None,
+            port: free_port(),
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
         s.launch();
         s
     }
 
     fn launch(&mut self) {
         let port = self.port.to_string();
-        let mut args = vec!["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"];
+        let mut args = vec![
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+        ];
         let dir = self.dir.to_string_lossy().to_string();
         args.push(&dir);
         let tls = self.extra.iter().any(|a| a == "--tls-port");
@@ -417,7 +820,11 @@ impl Server {
         } else {
             args.extend(["--port", &port]);
         }
-        let extra: Vec<String> = self.extra.iter().map(|a| a.replace("{port}", &port)).collect();
+        let extra: Vec<String> = self
+            .extra
+            .iter()
+            .map(|a| a.replace("{port}", &port))
+            .collect();
         args.extend(extra.iter().map(String::as_str));
         let child = Command::new("redis-server")
             .args(&args)
@@ -428,7 +835,11 @@ impl Server {
         self.child = Some(child);
         let until = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < until, "redis-server did not start on port {}", self.port);
+            assert!(
+                Instant::now() < until,
+                "redis-server did not start on port {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -449,14 +860,20 @@ impl Server {
     }
 
     fn signal(&self, sig: &str) {
-        assert!(Command::new("kill").args([sig, &self.pid()]).status().unwrap().success());
+        assert!(Command::new("kill")
+            .args([sig, &self.pid()])
+            .status()
+            .unwrap()
+            .success());
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(c) = self.child.as_ref() {
-            let _ = Command::new("kill").args(["-CONT", &c.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
         }
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -473,8 +890,16 @@ async fn an_unreachable_server_is_an_error_within_the_connect_timeout() {
     })
     .unwrap();
     let started = Instant::now();
-    let e = s.inner.acquire(req("k", "fp", 1000.0, None, false)).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_millis(1200), "{:?}", started.elapsed());
+    let e = s
+        .inner
+        .acquire(req("k", "fp", 1000.0, None, false))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(e.message.contains("redis://user:***@127.0.0.1:1/0"), "{e}");
     assert!(e.message.contains("acquire"), "{e}");
     assert!(!e.message.contains(SECRET), "{e}");
@@ -484,7 +909,10 @@ async fn an_unreachable_server_is_an_error_within_the_connect_timeout() {
 async fn a_server_that_accepts_but_never_answers_is_an_error_within_the_bound() {
     // The kernel completes the TCP handshake; nothing ever replies.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("redis://:{SECRET}@127.0.0.1:{}/4", silent.local_addr().unwrap().port());
+    let url = format!(
+        "redis://:{SECRET}@127.0.0.1:{}/4",
+        silent.local_addr().unwrap().port()
+    );
     let s = NativeRedisStore::from_options(RedisOptions {
         connect_timeout_ms: Some(300.0),
         command_timeout_ms: Some(300.0),
@@ -493,8 +921,16 @@ async fn a_server_that_accepts_but_never_answers_is_an_error_within_the_bound() 
     .unwrap();
     for _ in 0..2 {
         let started = Instant::now();
-        let e = s.inner.acquire(req("k", "fp", 1000.0, None, false)).await.unwrap_err();
-        assert!(started.elapsed() < Duration::from_millis(900), "{:?}: {e}", started.elapsed());
+        let e = s
+            .inner
+            .acquire(req("k", "fp", 1000.0, None, false))
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_millis(900),
+            "{:?}: {e}",
+            started.elapsed()
+        );
         assert!(!e.message.contains(SECRET), "{e}");
     }
 }
@@ -508,20 +944,39 @@ async fn a_store_works_again_after_its_server_restarts() {
         ..options(&server.url(), "p:")
     })
     .unwrap();
-    let a = s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
+    let a = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(a.acquired);
 
     server.kill();
     let started = Instant::now();
     let e = s.inner.get("k".into()).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
-    assert!(e.message.contains(&format!("127.0.0.1:{}", server.port)), "{e}");
-    assert!(s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.is_err());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        e.message.contains(&format!("127.0.0.1:{}", server.port)),
+        "{e}"
+    );
+    assert!(s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .is_err());
 
     server.launch();
     // The first call after the restart already works (the dropped connection is replaced
     // and the request resent), and the store holds no stale state (the server lost it).
-    let b = s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
+    let b = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(b.acquired && b.attempts == 1);
 
     // An idle connection that the server closed (a restart while nobody was calling):
@@ -576,10 +1031,16 @@ fn monitored(mut child: Child, out: PathBuf) -> Vec<String> {
     let _ = child.kill();
     let _ = child.wait();
     let mut text = String::new();
-    std::fs::File::open(&out).unwrap().read_to_string(&mut text).unwrap();
+    std::fs::File::open(&out)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
     let _ = std::fs::remove_file(&out);
     // Lines of commands run inside a script read "[db lua]"; the client's own read "[db ip:port]".
-    text.lines().filter(|l| l.contains("127.0.0.1:") && !l.contains("lua]")).map(str::to_string).collect()
+    text.lines()
+        .filter(|l| l.contains("127.0.0.1:") && !l.contains("lua]"))
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test]
@@ -587,18 +1048,49 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
     let server = Server::start(&[]);
     let s = store_at(&server.url(), "p:");
     // Warm up: connection setup and script loading happen once per connection/server.
-    let w = s.inner.acquire(req("warm", "fp", 10_000.0, None, false)).await.unwrap();
-    assert!(s.inner.settle(COMPLETED, settle_req("warm", w.token.as_ref().unwrap(), Some("1"), None, None)).await.unwrap());
+    let w = s
+        .inner
+        .acquire(req("warm", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s
+        .inner
+        .settle(
+            COMPLETED,
+            settle_req("warm", w.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
 
     let (child, out) = monitor(server.port);
-    let a = s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
-    assert!(s.inner.settle(COMPLETED, settle_req("k", a.token.as_ref().unwrap(), Some("1"), None, None)).await.unwrap());
+    let a = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s
+        .inner
+        .settle(
+            COMPLETED,
+            settle_req("k", a.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
     let first = monitored(child, out);
     assert_eq!(first.len(), 2, "{first:#?}");
-    assert!(first.iter().all(|l| l.contains("\"evalsha\"") || l.contains("\"EVALSHA\"")), "{first:#?}");
+    assert!(
+        first
+            .iter()
+            .all(|l| l.contains("\"evalsha\"") || l.contains("\"EVALSHA\"")),
+        "{first:#?}"
+    );
 
     let (child, out) = monitor(server.port);
-    let replay = s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
+    let replay = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
     let second = monitored(child, out);
     assert_eq!(second.len(), 1, "{second:#?}");
@@ -610,39 +1102,103 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
     let mut con = admin(&server.url());
     // The ACL list that the README documents.
     let rules = [
-        "reset", "on", ">acl-Pa55word", "~app:*", "+evalsha", "+script|load", "+time", "+hgetall", "+hmget", "+hset",
-        "+hdel", "+del", "+pexpireat", "+persist", "+scan", "+unlink", "+select",
+        "reset",
+        "on",
+        ">acl-Pa55word",
+        "~app:*",
+        "+evalsha",
+        "+script|load",
+        "+time",
+        "+hgetall",
+        "+hmget",
+        "+hset",
+        "+hdel",
+        "+del",
+        "+pexpireat",
+        "+persist",
+        "+scan",
+        "+unlink",
+        "+select",
     ];
-    let _: () = redis::cmd("ACL").arg("SETUSER").arg("idem").arg(&rules).query(&mut con).unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("idem")
+        .arg(&rules)
+        .query(&mut con)
+        .unwrap();
     let url = format!("redis://idem:acl-Pa55word@127.0.0.1:{}/2", server.port);
     let s = store_at(&url, "app:");
     let st = &s.inner;
-    let a = st.acquire(req("k", "fp", 10_000.0, Some(60_000.0), false)).await.unwrap();
+    let a = st
+        .acquire(req("k", "fp", 10_000.0, Some(60_000.0), false))
+        .await
+        .unwrap();
     let t = a.token.unwrap();
-    assert!(st.flag_script("renew", scripts::renew(), "k", vec![t.clone(), "5000".into()]).await.unwrap());
-    assert!(st.settle(COMPLETED, settle_req("k", &t, Some("1"), None, None)).await.unwrap());
-    assert!(!st.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap().acquired);
-    let b = st.acquire(req("r", "fp", 10_000.0, None, false)).await.unwrap();
+    assert!(st
+        .flag_script(
+            "renew",
+            scripts::renew(),
+            "k",
+            vec![t.clone(), "5000".into()]
+        )
+        .await
+        .unwrap());
+    assert!(st
+        .settle(COMPLETED, settle_req("k", &t, Some("1"), None, None))
+        .await
+        .unwrap());
+    assert!(
+        !st.acquire(req("k", "fp", 10_000.0, None, false))
+            .await
+            .unwrap()
+            .acquired
+    );
+    let b = st
+        .acquire(req("r", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
     assert!(b.acquired);
-    assert!(st.flag_script("release", scripts::release(), "r", vec![]).await.unwrap());
-    assert_eq!(st.get("k".into()).await.unwrap().unwrap().status, "completed");
+    assert!(st
+        .flag_script("release", scripts::release(), "r", vec![])
+        .await
+        .unwrap());
+    assert_eq!(
+        st.get("k".into()).await.unwrap().unwrap().status,
+        "completed"
+    );
     assert_eq!(st.list(None, None).await.unwrap().len(), 2);
     assert_eq!(st.stats().await.unwrap().failed, 1);
     assert_eq!(st.clear(Some("k".into())).await.unwrap(), 1);
     assert_eq!(st.clear(None).await.unwrap(), 1);
     // The records went to database 2.
     let _: () = redis::cmd("SELECT").arg(2).query(&mut con).unwrap();
-    let _: () = redis::cmd("SET").arg("app:x").arg("1").query(&mut con).unwrap();
-    assert_eq!(st.list(None, None).await.unwrap().len(), 0, "a key that is not a record is skipped");
+    let _: () = redis::cmd("SET")
+        .arg("app:x")
+        .arg("1")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        st.list(None, None).await.unwrap().len(),
+        0,
+        "a key that is not a record is skipped"
+    );
 
     // A wrong password: an error that names the server, never the password.
-    let bad = store_at(&format!("redis://idem:wrong-Pa55word@127.0.0.1:{}/2", server.port), "app:");
+    let bad = store_at(
+        &format!("redis://idem:wrong-Pa55word@127.0.0.1:{}/2", server.port),
+        "app:",
+    );
     let e = bad.inner.get("k".into()).await.unwrap_err();
     assert!(!e.message.contains("wrong-Pa55word"), "{e}");
     assert!(e.message.contains("idem:***@"), "{e}");
     assert!(e.message.to_lowercase().contains("auth"), "{e}");
     // Once the server accepts that password, the same store works (no stuck connection).
-    let _: () = redis::cmd("ACL").arg("SETUSER").arg("idem").arg(">wrong-Pa55word").query(&mut con).unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("idem")
+        .arg(">wrong-Pa55word")
+        .query(&mut con)
+        .unwrap();
     assert!(bad.inner.get("nothing".into()).await.unwrap().is_none());
 }
 
@@ -658,26 +1214,70 @@ async fn rediss_works_with_a_self_signed_ca() {
          openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile ext.cnf -out server.crt 2>/dev/null",
         dir.display()
     );
-    assert!(Command::new("sh").arg("-c").arg(&sh).status().unwrap().success(), "openssl failed");
+    assert!(
+        Command::new("sh")
+            .arg("-c")
+            .arg(&sh)
+            .status()
+            .unwrap()
+            .success(),
+        "openssl failed"
+    );
     let file = |name: &str| dir.join(name).to_string_lossy().to_string();
     let (cert, key, ca) = (file("server.crt"), file("server.key"), file("ca.crt"));
     let server = Server::start(&[
-        "--tls-port", "{port}", "--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-ca-cert-file", &ca,
-        "--tls-auth-clients", "no", "--requirepass", "tls-Pa55word",
+        "--tls-port",
+        "{port}",
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-auth-clients",
+        "no",
+        "--requirepass",
+        "tls-Pa55word",
     ]);
     // The redis crate trusts the system's roots; SSL_CERT_FILE points them at our CA.
     std::env::set_var("SSL_CERT_FILE", &ca);
     let url = format!("rediss://:tls-Pa55word@localhost:{}/1", server.port);
     let s = store_at(&url, "p:");
-    assert_eq!(s.path(), format!("rediss://:***@localhost:{}/1", server.port));
-    let a = s.inner.acquire(req("k", "fp", 10_000.0, None, false)).await.unwrap();
-    assert!(s.inner.settle(COMPLETED, settle_req("k", a.token.as_ref().unwrap(), Some("1"), None, None)).await.unwrap());
-    assert_eq!(s.inner.get("k".into()).await.unwrap().unwrap().result.as_deref(), Some("1"));
+    assert_eq!(
+        s.path(),
+        format!("rediss://:***@localhost:{}/1", server.port)
+    );
+    let a = s
+        .inner
+        .acquire(req("k", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s
+        .inner
+        .settle(
+            COMPLETED,
+            settle_req("k", a.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    assert_eq!(
+        s.inner
+            .get("k".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .result
+            .as_deref(),
+        Some("1")
+    );
     // Plain redis:// against the TLS port fails within the bound instead of hanging.
     let plain = NativeRedisStore::from_options(RedisOptions {
         connect_timeout_ms: Some(500.0),
         command_timeout_ms: Some(500.0),
-        ..options(&format!("redis://:tls-Pa55word@127.0.0.1:{}/1", server.port), "p:")
+        ..options(
+            &format!("redis://:tls-Pa55word@127.0.0.1:{}/1", server.port),
+            "p:",
+        )
     })
     .unwrap();
     let started = Instant::now();

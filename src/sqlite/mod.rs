@@ -43,7 +43,6 @@ pub struct SqliteOptions {
     pub busy_timeout_ms: Option<f64>,
 }
 
-
 /// A read connection and the writer generation it was opened in.
 type Reader = Mutex<Option<(Connection, u64)>>;
 
@@ -59,7 +58,11 @@ struct Open {
 
 impl Open {
     /// The reader's connection, reopened first if the writer has moved to a new file.
-    fn current<'a>(&self, slot: &'a mut Option<(Connection, u64)>, busy: Duration) -> StoreResult<&'a Connection> {
+    fn current<'a>(
+        &self,
+        slot: &'a mut Option<(Connection, u64)>,
+        busy: Duration,
+    ) -> StoreResult<&'a Connection> {
         let now = self.generation.load(Ordering::SeqCst);
         match slot {
             Some((_, generation)) if *generation == now => {}
@@ -79,7 +82,9 @@ fn closed() -> StoreFailure {
     StoreFailure::new("the store is closed")
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> StoreResult<T> + Send + 'static) -> Result<T> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> StoreResult<T> + Send + 'static,
+) -> Result<T> {
     match tokio::task::spawn_blocking(work).await {
         Ok(outcome) => Ok(outcome?),
         Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
@@ -121,7 +126,9 @@ impl NativeSqliteStore {
     #[napi(factory)]
     pub async fn open(options: SqliteOptions) -> Result<Self> {
         let open = blocking(move || open_store(options)).await?;
-        Ok(NativeSqliteStore { inner: Arc::new(open) })
+        Ok(NativeSqliteStore {
+            inner: Arc::new(open),
+        })
     }
 
     #[napi(getter)]
@@ -139,7 +146,10 @@ impl NativeSqliteStore {
         let (deferred, promise) = env.create_deferred::<T, Box<dyn FnOnce(Env) -> Result<T>>>()?;
         let label = self.inner.label.clone();
         self.inner.writer.submit(
-            move |conn| work(conn).map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e))),
+            move |conn| {
+                work(conn)
+                    .map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e)))
+            },
             Box::new(move |outcome| match outcome {
                 Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
                 Err(failure) => deferred.reject(failure.into()),
@@ -168,8 +178,16 @@ impl NativeSqliteStore {
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn renew<'env>(&self, env: &'env Env, key: String, token: String, lease_ms: f64) -> Result<Object<'env>> {
-        self.write(env, move |conn| queries::renew(conn, &key, &token, lease_ms, now_ms()))
+    pub fn renew<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        token: String,
+        lease_ms: f64,
+    ) -> Result<Object<'env>> {
+        self.write(env, move |conn| {
+            queries::renew(conn, &key, &token, lease_ms, now_ms())
+        })
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]
@@ -182,10 +200,24 @@ impl NativeSqliteStore {
         self.settle(env, FAILED, request)
     }
 
-    fn settle<'env>(&self, env: &'env Env, status: &'static str, r: SettleRequest) -> Result<Object<'env>> {
+    fn settle<'env>(
+        &self,
+        env: &'env Env,
+        status: &'static str,
+        r: SettleRequest,
+    ) -> Result<Object<'env>> {
         r.check()?;
         self.write(env, move |conn| {
-            queries::settle(conn, &r.key, &r.token, status, r.result.as_deref(), r.error.as_deref(), r.ttl_ms, now_ms())
+            queries::settle(
+                conn,
+                &r.key,
+                &r.token,
+                status,
+                r.result.as_deref(),
+                r.error.as_deref(),
+                r.ttl_ms,
+                now_ms(),
+            )
         })
     }
 
@@ -208,22 +240,34 @@ impl NativeSqliteStore {
     pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
         self.read("store read failed", move |conn| {
             let now = now_ms();
-            Ok(queries::read(conn, &key)?.filter(|r| !r.expired(now)).map(Into::into))
+            Ok(queries::read(conn, &key)?
+                .filter(|r| !r.expired(now))
+                .map(Into::into))
         })
         .await
     }
 
     #[napi]
-    pub async fn list_records(&self, status: Option<String>, limit: Option<u32>) -> Result<Vec<NativeRecord>> {
+    pub async fn list_records(
+        &self,
+        status: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<Vec<NativeRecord>> {
         self.read("store read failed", move |conn| {
-            Ok(queries::list(conn, status.as_deref(), limit, now_ms())?.into_iter().map(Into::into).collect())
+            Ok(queries::list(conn, status.as_deref(), limit, now_ms())?
+                .into_iter()
+                .map(Into::into)
+                .collect())
         })
         .await
     }
 
     #[napi]
     pub async fn stats(&self) -> Result<NativeStats> {
-        self.read("store read failed", move |conn| queries::stats(conn, now_ms())).await
+        self.read("store read failed", move |conn| {
+            queries::stats(conn, now_ms())
+        })
+        .await
     }
 
     /// The wrapper's replay fast path (synchronous): the stored outcome of `key`'s record
@@ -232,9 +276,15 @@ impl NativeSqliteStore {
     /// less crosses into JavaScript, the faster a replay.
     #[napi(catch_unwind)]
     pub fn peek_replay(&self, key: String, fingerprint: String) -> Result<Option<ReplayHit>> {
-        let Ok(mut guard) = self.inner.peek.try_lock() else { return Ok(None) };
-        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else { return Ok(None) };
-        Ok(queries::read_replay(conn, &key, &fingerprint, now_ms()).ok().flatten())
+        let Ok(mut guard) = self.inner.peek.try_lock() else {
+            return Ok(None);
+        };
+        let Ok(conn) = self.inner.current(&mut guard, Duration::ZERO) else {
+            return Ok(None);
+        };
+        Ok(queries::read_replay(conn, &key, &fingerprint, now_ms())
+            .ok()
+            .flatten())
     }
 
     /// Finishes queued writes and closes the file. Later calls fail with "closed".

@@ -82,8 +82,15 @@ impl StoreFile {
     /// million records seldom leaves it. (Not mmap: a memory-mapped file that shrinks or
     /// fails under it would kill the process with SIGBUS.)
     pub fn open_reader(&self, busy_timeout: Duration) -> StoreResult<Connection> {
-        let conn = connect(&self.path, &Settings { busy_timeout, ..self.settings.clone() })?;
-        conn.pragma_update(None, "cache_size", -32_768).map_err(|e| failure(&self.path, describe(e)))?;
+        let conn = connect(
+            &self.path,
+            &Settings {
+                busy_timeout,
+                ..self.settings.clone()
+            },
+        )?;
+        conn.pragma_update(None, "cache_size", -32_768)
+            .map_err(|e| failure(&self.path, describe(e)))?;
         Ok(conn)
     }
 
@@ -91,7 +98,9 @@ impl StoreFile {
     #[cfg(unix)]
     pub fn identity(&self) -> Option<FileId> {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(&self.path).ok().map(|m| (m.dev(), m.ino()))
+        std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
     }
 
     #[cfg(not(unix))]
@@ -105,14 +114,22 @@ fn failure(path: &Path, cause: impl std::fmt::Display) -> StoreFailure {
 }
 
 fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(err.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+    matches!(
+        err.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Runs `step`, retrying while it fails with BUSY and the deadline has not passed.
-fn retry_busy<T>(deadline: Instant, mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+fn retry_busy<T>(
+    deadline: Instant,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     loop {
         match step() {
-            Err(e) if is_busy(&e) && Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(5))
+            }
             other => return other,
         }
     }
@@ -124,7 +141,8 @@ fn retry_busy<T>(deadline: Instant, mut step: impl FnMut() -> rusqlite::Result<T
 pub fn prepare_path(path: &Path) -> StoreResult<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
-            create_private_dirs(dir).map_err(|e| failure(path, format!("cannot create its folder: {e}")))?;
+            create_private_dirs(dir)
+                .map_err(|e| failure(path, format!("cannot create its folder: {e}")))?;
         }
     }
     create_private_file(path).map_err(|e| failure(path, e))
@@ -133,7 +151,10 @@ pub fn prepare_path(path: &Path) -> StoreResult<()> {
 #[cfg(unix)]
 fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     // The umask may have removed bits from 0700 but never adds any; set it exactly.
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
@@ -146,7 +167,12 @@ fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
 #[cfg(unix)]
 fn create_private_file(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
         Ok(_) => std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
@@ -155,7 +181,11 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
 
 #[cfg(not(unix))]
 fn create_private_file(path: &Path) -> std::io::Result<()> {
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
@@ -166,10 +196,13 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
 pub fn connect(path: &Path, settings: &Settings) -> StoreResult<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| failure(path, e))?;
-    conn.busy_timeout(settings.busy_timeout).map_err(|e| failure(path, e))?;
+    conn.busy_timeout(settings.busy_timeout)
+        .map_err(|e| failure(path, e))?;
     let deadline = Instant::now() + settings.busy_timeout;
-    retry_busy(deadline, || conn.pragma_update(None, "synchronous", settings.durability.pragma()))
-        .map_err(|e| failure(path, describe(e)))?;
+    retry_busy(deadline, || {
+        conn.pragma_update(None, "synchronous", settings.durability.pragma())
+    })
+    .map_err(|e| failure(path, describe(e)))?;
     Ok(conn)
 }
 
@@ -194,7 +227,10 @@ pub fn initialize(conn: &Connection, path: &Path, settings: &Settings) -> StoreR
         if mode.eq_ignore_ascii_case("wal") {
             Ok(())
         } else {
-            Err(failure(path, format!("the file system does not support WAL mode (journal mode stays {mode})")))
+            Err(failure(
+                path,
+                format!("the file system does not support WAL mode (journal mode stays {mode})"),
+            ))
         }
     })?;
 
@@ -274,8 +310,12 @@ pub fn describe(err: rusqlite::Error) -> String {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
             format!("{err}: another process held the store's lock for longer than the busy timeout")
         }
-        Some(ErrorCode::ReadOnly) | Some(ErrorCode::CannotOpen) | Some(ErrorCode::PermissionDenied) => {
-            format!("{err}: check that the file and its folder exist and are writable by this process")
+        Some(ErrorCode::ReadOnly)
+        | Some(ErrorCode::CannotOpen)
+        | Some(ErrorCode::PermissionDenied) => {
+            format!(
+                "{err}: check that the file and its folder exist and are writable by this process"
+            )
         }
         Some(ErrorCode::DiskFull) => format!("{err}: free some disk space"),
         _ => err.to_string(),

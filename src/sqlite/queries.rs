@@ -67,26 +67,39 @@ pub fn read_replay(
            AND (expires_at IS NULL OR expires_at > ?3)",
     )?;
     stmt.query_row(params![key, fingerprint, now], |row| {
-        Ok(ReplayHit { result: row.get(0)?, error: row.get(1)?, attempts: row.get(2)? })
+        Ok(ReplayHit {
+            result: row.get(0)?,
+            error: row.get(1)?,
+            attempts: row.get(2)?,
+        })
     })
     .optional()
 }
 
 /// The atomic claim (see `claim.rs`). Must run inside a write transaction.
-pub fn acquire(conn: &Connection, req: &AcquireRequest, now: i64) -> rusqlite::Result<AcquireOutcome> {
+pub fn acquire(
+    conn: &Connection,
+    req: &AcquireRequest,
+    now: i64,
+) -> rusqlite::Result<AcquireOutcome> {
     let found = read(conn, &req.key)?;
-    let (attempts, taken_over, fresh) = match decide(found.as_ref(), &req.fingerprint, req.force, now) {
-        Decision::Refuse => {
-            return Ok(AcquireOutcome {
-                acquired: false,
-                token: None,
-                attempts: found.as_ref().map_or(0, |r| r.attempts),
-                taken_over: false,
-                record: found.map(Into::into),
-            })
-        }
-        Decision::Claim { attempts, taken_over, fresh } => (attempts, taken_over, fresh),
-    };
+    let (attempts, taken_over, fresh) =
+        match decide(found.as_ref(), &req.fingerprint, req.force, now) {
+            Decision::Refuse => {
+                return Ok(AcquireOutcome {
+                    acquired: false,
+                    token: None,
+                    attempts: found.as_ref().map_or(0, |r| r.attempts),
+                    taken_over: false,
+                    record: found.map(Into::into),
+                })
+            }
+            Decision::Claim {
+                attempts,
+                taken_over,
+                fresh,
+            } => (attempts, taken_over, fresh),
+        };
     let token = new_token();
     let expires_at = req.ttl_ms.map(|ttl| now + whole_ms(ttl));
     let lease_expires_at = now + whole_ms(req.lease_ms);
@@ -101,8 +114,24 @@ pub fn acquire(conn: &Connection, req: &AcquireRequest, now: i64) -> rusqlite::R
            updated_at = excluded.updated_at, expires_at = excluded.expires_at,
            lease_expires_at = excluded.lease_expires_at",
     )?;
-    stmt.execute(params![req.key, req.name, req.fingerprint, token, attempts, now, expires_at, lease_expires_at, fresh])?;
-    Ok(AcquireOutcome { acquired: true, token: Some(token), attempts, taken_over, record: None })
+    stmt.execute(params![
+        req.key,
+        req.name,
+        req.fingerprint,
+        token,
+        attempts,
+        now,
+        expires_at,
+        lease_expires_at,
+        fresh
+    ])?;
+    Ok(AcquireOutcome {
+        acquired: true,
+        token: Some(token),
+        attempts,
+        taken_over,
+        record: None,
+    })
 }
 
 /// Moves a pending record held under `token` to `status`. False when the token is no
@@ -128,7 +157,13 @@ pub fn settle(
     Ok(stmt.execute(params![key, token, status, result, error, now, expires_at])? == 1)
 }
 
-pub fn renew(conn: &Connection, key: &str, token: &str, lease_ms: f64, now: i64) -> rusqlite::Result<bool> {
+pub fn renew(
+    conn: &Connection,
+    key: &str,
+    token: &str,
+    lease_ms: f64,
+    now: i64,
+) -> rusqlite::Result<bool> {
     let mut stmt = conn.prepare_cached(
         "UPDATE records SET lease_expires_at = ?3 WHERE key = ?1 AND token = ?2 AND status = 'pending'",
     )?;
@@ -148,7 +183,9 @@ pub fn release(conn: &Connection, key: &str, now: i64) -> rusqlite::Result<bool>
 
 pub fn clear(conn: &Connection, key: Option<&str>) -> rusqlite::Result<u32> {
     let n = match key {
-        Some(k) => conn.prepare_cached("DELETE FROM records WHERE key = ?1")?.execute([k])?,
+        Some(k) => conn
+            .prepare_cached("DELETE FROM records WHERE key = ?1")?
+            .execute([k])?,
         None => conn.execute("DELETE FROM records", [])?,
     };
     Ok(n as u32)
@@ -164,7 +201,12 @@ pub fn prune(conn: &Connection, now: i64) -> rusqlite::Result<u32> {
     Ok(n as u32)
 }
 
-pub fn list(conn: &Connection, status: Option<&str>, limit: Option<u32>, now: i64) -> rusqlite::Result<Vec<Record>> {
+pub fn list(
+    conn: &Connection,
+    status: Option<&str>,
+    limit: Option<u32>,
+    now: i64,
+) -> rusqlite::Result<Vec<Record>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM records WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at, key"
     ))?;

@@ -39,7 +39,8 @@ struct Task<T, F> {
 impl<T: Send, F: FnOnce(&Connection) -> StoreResult<T> + Send> Job for Task<T, F> {
     fn run(&mut self, conn: &Connection) -> bool {
         let work = self.work.take().expect("a job runs once");
-        let outcome = catch_unwind(AssertUnwindSafe(|| work(conn))).unwrap_or_else(|p| Err(StoreFailure::from_panic(p)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| work(conn)))
+            .unwrap_or_else(|p| Err(StoreFailure::from_panic(p)));
         let ok = outcome.is_ok();
         self.outcome = Some(outcome);
         ok
@@ -47,7 +48,9 @@ impl<T: Send, F: FnOnce(&Connection) -> StoreResult<T> + Send> Job for Task<T, F
 
     fn settle(self: Box<Self>, commit: StoreResult<()>) {
         let answer = match commit {
-            Ok(()) => self.outcome.unwrap_or_else(|| Err(StoreFailure::new("the job did not run"))),
+            Ok(()) => self
+                .outcome
+                .unwrap_or_else(|| Err(StoreFailure::new("the job did not run"))),
             Err(e) => Err(e),
         };
         (self.reply)(answer);
@@ -72,8 +75,13 @@ impl Writer {
         let thread = std::thread::Builder::new()
             .name("idempotent-tools-sqlite-writer".into())
             .spawn(move || run(&file, opened, &generation, jobs, describe))
-            .map_err(|e| StoreFailure::new(format!("cannot start the store's writer thread: {e}")))?;
-        Ok(Writer { queue: Mutex::new(Some(queue)), thread: Mutex::new(Some(thread)) })
+            .map_err(|e| {
+                StoreFailure::new(format!("cannot start the store's writer thread: {e}"))
+            })?;
+        Ok(Writer {
+            queue: Mutex::new(Some(queue)),
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     /// Queues `work` to run inside a write transaction; `reply` gets its outcome after the
@@ -87,8 +95,14 @@ impl Writer {
             Ok(queue) => queue.clone(),
             Err(_) => None,
         };
-        let Some(queue) = queue else { return reply(Err(StoreFailure::new("the store is closed"))) };
-        if let Err(mpsc::SendError(task)) = queue.send(Box::new(Task { work: Some(work), outcome: None, reply })) {
+        let Some(queue) = queue else {
+            return reply(Err(StoreFailure::new("the store is closed")));
+        };
+        if let Err(mpsc::SendError(task)) = queue.send(Box::new(Task {
+            work: Some(work),
+            outcome: None,
+            reply,
+        })) {
             task.settle(Err(StoreFailure::new("the store is closed")));
         }
     }
