@@ -67,6 +67,8 @@ install_ok() {
     ls "$app"/node_modules/idempotent-tools-*/*.node
 }
 check "npm install of the two tarballs without Rust" install_ok
+echo "pack: installed size (kB, apparent):"
+(cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-*)
 
 cat > "$app/use.cjs" <<'JS'
 const { idempotent, SqliteStore } = require('idempotent-tools');

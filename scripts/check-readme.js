@@ -88,7 +88,8 @@ function runJs(block, dir) {
   const r = spawnSync(process.execPath, [file], { cwd: dir, env, encoding: 'utf8', timeout: TIMEOUT_MS })
   if (r.status === 0) return null
   const why = r.error ? r.error.message : `exit ${r.status ?? r.signal}`
-  return `${why}\n${(r.stderr || r.stdout).trim().split('\n').slice(0, 12).join('\n')}`
+  // The end of the output says what failed (node:test prints its summary last).
+  return `${why}\n${`${r.stdout}\n${r.stderr}`.trim().split('\n').slice(-25).join('\n')}`
 }
 
 function typecheck(tsBlocks, dir) {
