@@ -103,6 +103,22 @@ storeConformance({ describe, it }, {
 });
 JS
 
+cat > "$app/types.mts" <<'TS'
+import { idempotent, SqliteStore, type IdempotencyRecord } from 'idempotent-tools';
+import { idempotentTool } from 'idempotent-tools/langgraph';
+const store = new SqliteStore({ path: 'types.db' });
+const add = idempotent(async function add(x: number) { return x + 1; }, { store });
+const n: number = await add(1);
+const record: IdempotencyRecord | null = await store.get(add.keyFor(1));
+void idempotentTool; void n; void record;
+TS
+types_ok() { # the installed copy's types, as a TypeScript user compiles against them
+  as_user "$node20_bin" node "$root/node_modules/typescript/bin/tsc" --strict --noEmit --skipLibCheck false \
+    --module nodenext --moduleResolution nodenext --target es2022 \
+    --types node --typeRoots "$root/node_modules/@types" types.mts
+}
+check "the installed copy's types compile under tsc --strict" types_ok
+
 cli_ok() { # the bin, through npx, against the store the require step wrote
   local bin=$1 out
   out=$(as_user "$bin" npx --no-install idempotent-tools inspect --json) || return 1
