@@ -34,6 +34,16 @@ glibc_ok() {
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/idempotent-tools-pack-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+
+# A user's install never compiles: neither published package.json has a script at all.
+no_scripts() {
+  local tgz
+  for tgz in "$main" "$platform"; do
+    tar -xzOf "$tgz" package/package.json |
+      node -e "const p = JSON.parse(require('fs').readFileSync(0, 'utf8')); if (p.scripts) { console.error(p.name, 'has scripts:', Object.keys(p.scripts)); process.exit(1) }" || return 1
+  done
+}
+check "no scripts (prepare, install, postinstall...) in the published package.json files" no_scripts
 if [[ "$platform" == *linux-*-gnu* ]]; then check "the binary needs nothing newer than GLIBC_2.17" glibc_ok; fi
 
 eval "$(.ci/nodes.sh)" || { failed=$((failed + 1)); finish; }
@@ -133,4 +143,15 @@ for bin in "$node20_bin" "$NODE22_BIN" "$NODE24_BIN"; do
   check "npx idempotent-tools inspect on $v" cli_ok "$bin"
   check "conformance suite against the installed copy on $v" as_user "$bin" node --test conformance.mjs
 done
+# A platform package of another version (a half-updated node_modules) is refused by name.
+mismatch_ok() {
+  local pj out
+  pj=$(ls "$app"/node_modules/idempotent-tools-*/package.json)
+  cp "$pj" "$work/platform-package.json"
+  sed -i 's/"version": "[^"]*"/"version": "0.0.0-other"/' "$pj"
+  out=$(as_user "$node20_bin" node -e "require('idempotent-tools')" 2>&1)
+  cp "$work/platform-package.json" "$pj"
+  echo "$out" | grep -q "@0.0.0-other is installed, but idempotent-tools@" && echo "$out" | grep -q "no native binary loads"
+}
+check "a platform package of another version is refused with a message that says so" mismatch_ok
 finish
