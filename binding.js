@@ -10,9 +10,10 @@
 const { join } = require('node:path')
 
 const { platformId } = require('./platform.js')
-const { name, version, optionalDependencies = {} } = require('./package.json')
+const { name, version, optionalDependencies = {}, repository } = require('./package.json')
 const BINARY = 'idempotent-tools'
-const SOURCE = 'https://github.com/idempotent-tools/idempotent-tools'
+/** The repository to clone, from package.json (git+https://host/owner/repo.git). */
+const SOURCE = String(repository?.url ?? repository ?? '').replace(/^git\+/, '').replace(/\.git$/, '')
 
 function describe(error) {
   return error && typeof error.message === 'string' ? error.message.split('\n')[0] : String(error)
@@ -22,6 +23,7 @@ function load() {
   const id = platformId()
   const pkg = `${name}-${id}`
   const tried = []
+  let missing = false
 
   // An explicit path wins (the variable every napi-rs loader honours).
   const override = process.env.NAPI_RS_NATIVE_LIBRARY_PATH
@@ -53,11 +55,8 @@ function load() {
       return require(pkg)
     }
   } catch (error) {
-    tried.push(
-      error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(`${pkg}/package.json`)
-        ? `${pkg}: not installed`
-        : `${pkg}: ${describe(error)}`,
-    )
+    missing = error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(`${pkg}/package.json`)
+    tried.push(missing ? `${pkg}: not installed` : `${pkg}: ${describe(error)}`)
   }
 
   const shipped = Object.keys(optionalDependencies)
@@ -68,7 +67,7 @@ function load() {
     ...tried.map((line) => `  - ${line}`),
     `Prebuilt platforms: ${shipped.join(', ')}.`,
   ]
-  if (shipped.includes(id)) {
+  if (missing && shipped.includes(id)) {
     lines.push(
       `${pkg} is published for this platform: npm skipped it. Reinstall without ` +
         '--omit=optional / --no-optional, and if the lockfile was made on another OS or CPU, ' +
