@@ -9,8 +9,8 @@
 
 const { join } = require('node:path')
 
-const { platformId } = require('./platform.js')
-const { name, version, optionalDependencies = {}, repository } = require('./package.json')
+const { idOfTriple, platformId } = require('./platform.js')
+const { name, version, napi, repository } = require('./package.json')
 const BINARY = 'idempotent-tools'
 /** The repository to clone, from package.json (git+https://host/owner/repo.git). */
 const SOURCE = String(repository?.url ?? repository ?? '').replace(/^git\+/, '').replace(/\.git$/, '')
@@ -59,9 +59,7 @@ function load() {
     tried.push(missing ? `${pkg}: not installed` : `${pkg}: ${describe(error)}`)
   }
 
-  const shipped = Object.keys(optionalDependencies)
-    .filter((dep) => dep.startsWith(`${name}-`))
-    .map((dep) => dep.slice(name.length + 1))
+  const shipped = napi.targets.map(idOfTriple)
   const lines = [
     `${name}: no native binary loads for this platform, ${id} (Node ${process.version}).`,
     ...tried.map((line) => `  - ${line}`),

@@ -22,4 +22,13 @@ function platformId(platform = process.platform, arch = process.arch) {
   return `${platform}-${arch}`
 }
 
-module.exports = { isMusl, platformId }
+/** The napi-rs platform name of a Rust target triple (x86_64-unknown-linux-gnu -> linux-x64-gnu). */
+function idOfTriple(triple) {
+  const [cpu, , os, abi] = triple.split('-')
+  const arch = { x86_64: 'x64', aarch64: 'arm64' }[cpu] ?? cpu
+  if (os === 'darwin') return `darwin-${arch}`
+  if (os === 'windows') return `win32-${arch}-${abi}`
+  return `${os}-${arch}-${abi}`
+}
+
+module.exports = { idOfTriple, isMusl, platformId }

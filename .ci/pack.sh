@@ -44,6 +44,14 @@ no_scripts() {
   done
 }
 check "no scripts (prepare, install, postinstall...) in the published package.json files" no_scripts
+optional_ok() { # the main package lists every npm/<platform> package at its exact version
+  tar -xzOf "$main" package/package.json | node -e "
+    const p = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+    const want = require('fs').readdirSync('npm').sort().map((id) => [p.name + '-' + id, p.version]);
+    const got = Object.entries(p.optionalDependencies || {}).sort();
+    if (JSON.stringify(got) !== JSON.stringify(want)) { console.error('optionalDependencies:', got, 'want', want); process.exit(1); }"
+}
+check "the main package lists all 7 platform packages in optionalDependencies at its version" optional_ok
 if [[ "$platform" == *linux-*-gnu* ]]; then check "the binary needs nothing newer than GLIBC_2.17" glibc_ok; fi
 
 eval "$(.ci/nodes.sh)" || { failed=$((failed + 1)); finish; }

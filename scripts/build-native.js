@@ -13,19 +13,10 @@
 
 const { execFileSync, spawnSync } = require('node:child_process')
 const { join } = require('node:path')
-const { platformId } = require('../platform.js')
+const { idOfTriple, platformId } = require('../platform.js')
 
 const root = join(__dirname, '..')
 const { napi } = require('../package.json')
-
-/** The napi-rs platform name of a Rust target triple, as in npm/<platform>/. */
-function idOfTriple(triple) {
-  const [cpu, , os, abi] = triple.split('-')
-  const arch = { x86_64: 'x64', aarch64: 'arm64' }[cpu] ?? cpu
-  if (os === 'darwin') return `darwin-${arch}`
-  if (os === 'windows') return `win32-${arch}-${abi}`
-  return `${os}-${arch}-${abi}`
-}
 
 /** The triple we ship for this machine's platform, from package.json's napi.targets. */
 function hostTarget(id = platformId()) {

@@ -4,6 +4,7 @@
 // into pack/ the two tarballs a user's `npm install idempotent-tools` downloads here:
 //   pack/idempotent-tools-<version>.tgz             the main package
 //   pack/idempotent-tools-<platform>-<version>.tgz  this platform's binary
+// The main package lists every platform package in optionalDependencies at its exact version.
 //
 //   node scripts/pack-local.js [--no-build] [--all-platforms]
 //
@@ -37,18 +38,28 @@ function npmPack(dir) {
   return info
 }
 
-/** Every platform package is released at the main package's version, and listed as such. */
+/** Every platform package is released at the main package's version. */
 function checkVersions() {
   for (const id of fs.readdirSync(join(root, 'npm'))) {
     const platform = JSON.parse(fs.readFileSync(join(root, 'npm', id, 'package.json'), 'utf8'))
-    const listed = pkg.optionalDependencies?.[platform.name]
-    if (platform.version !== pkg.version || listed !== pkg.version) {
+    if (platform.version !== pkg.version) {
       throw new Error(
-        `${platform.name} is at ${platform.version} and listed at ${listed}, but ${pkg.name} is at ${pkg.version}: ` +
-          'run npx napi version (it syncs npm/*/package.json), and list it in optionalDependencies at that exact version',
+        `${platform.name} is at ${platform.version}, but ${pkg.name} is at ${pkg.version}: ` +
+          'run npx napi version (it syncs npm/*/package.json)',
       )
     }
   }
+}
+
+/**
+ * The platform packages, each at exactly this version. Added here rather than committed:
+ * they exist on the registry only once released, and npm ci refuses a lockfile without them.
+ * (napi prepublish writes the same list into package.json during a release.)
+ */
+function optionalDependencies() {
+  return Object.fromEntries(
+    fs.readdirSync(join(root, 'npm')).sort().map((id) => [`${pkg.name}-${id}`, pkg.version]),
+  )
 }
 
 function stageMain() {
@@ -60,7 +71,7 @@ function stageMain() {
     if (!fs.existsSync(from)) throw new Error(`${entry} (listed in package.json files) is missing: build first`)
     fs.cpSync(from, join(stage, entry), { recursive: true })
   }
-  const published = { ...pkg }
+  const published = { ...pkg, optionalDependencies: optionalDependencies() }
   delete published.scripts
   delete published.devDependencies
   fs.writeFileSync(join(stage, 'package.json'), `${JSON.stringify(published, null, 2)}\n`)
