@@ -6,6 +6,7 @@
 # Prints "node-versions: N passed, M failed" last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export NO_COLOR=1 FORCE_COLOR=0
 eval "$(.ci/nodes.sh)" || { echo "node-versions: 0 passed, 1 failed"; exit 1; }
 passed=0
 failed=0
@@ -15,7 +16,7 @@ for bin in "$NODE22_BIN" "$NODE24_BIN"; do
   PATH="$bin:$PATH" node "$PWD/node_modules/vitest/vitest.mjs" run \
     --exclude '__test__/torture.test.ts' --exclude '__test__/crash-matrix.test.ts' 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
-  summary=$(grep -E '^\s*Tests\s' "$log" | tail -1)
+  summary=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^\s*Tests\s' | tail -1)
   p=$(echo "$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
   f=$(echo "$summary" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
