@@ -1,11 +1,11 @@
 /**
- * The compiled Rust addon (built by `napi build` into native/), with every entry point
+ * The compiled Rust addon (loaded by binding.js: a prebuilt platform package, or a build from source in native/), with every entry point
  * guarded at load: no string reaches Rust unless it can arrive exactly (see
  * exact-strings.ts). The guard wraps the addon's own exports object in place, so every
  * function, class constructor, static and method, including ones added later, goes
  * through it, whichever module imports the addon.
  */
-import binding = require('../native/index.js');
+import binding = require('../binding.js');
 
 import { checkArguments } from './exact-strings.js';
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# What Node 20 cannot install, run under Node 22: Mastra 1.x end to end (approval, then
+# interrupt and resume, a charge counted once), ai 7 (an approved history submitted twice),
+# and the OpenAI Agents example against the current @openai/agents. e2e/node22 is a project of its own (package.json, lockfile), so the
+# main devDependencies stay on what Node 20 installs. It uses this clone's build.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+eval "$(.ci/nodes.sh)" || exit 1
+export PATH="$NODE22_BIN:$PATH"
+node --version
+cd e2e/node22
+npm ci --no-audit --no-fund || exit 1
+ln -sfn "$root" node_modules/idempotent-tools
+status=0
+node mastra.mjs || status=1
+node ai-sdk-7.mjs || status=1
+# The repository's OpenAI Agents example (written against @openai/agents-core, a dev
+# dependency) run here against the current @openai/agents, which re-exports it.
+mkdir -p .run
+sed "s#'@openai/agents-core'#'@openai/agents'#" "$root/examples/openai-agents/index.mjs" > .run/openai-agents.mjs
+node .run/openai-agents.mjs || status=1
+exit $status

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The package as a user gets it. `npm run pack:local` builds this machine's binary (release,
+# glibc 2.17 on Linux x64) and writes the two tarballs publishing would upload; they are
+# installed into a new project with no cargo/rustc on the PATH and an empty HOME, and that
+# installed copy is required, imported, run as `npx idempotent-tools`, and put through the
+# store conformance suite, under Node 20 (this machine's), 22 and 24.
+# Prints "pack: N passed, M failed" as its last line; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+passed=0
+failed=0
+check() { # check "what" command...
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "pack: ok   $what"; else failed=$((failed + 1)); echo "pack: FAIL $what"; fi
+}
+finish() { echo "pack: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+npm run pack:local || { failed=$((failed + 1)); finish; }
+main=$(ls pack/idempotent-tools-[0-9]*.tgz)
+platform=$(ls pack/idempotent-tools-*-*.tgz | grep -v "^$main$")
+ls -l pack/
+
+# The shipped Linux glibc binary must load on glibc 2.17: no symbol may need a newer one.
+glibc_ok() {
+  local node_file
+  node_file=$(tar -tzf "$platform" | grep '\.node$') || return 1
+  tar -xzf "$platform" -C "$work" "$node_file" || return 1
+  local highest
+  highest=$(objdump -T "$work/$node_file" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+  echo "pack: highest glibc symbol version: $highest"
+  [ -n "$highest" ] && [ "$(printf '%s\nGLIBC_2.17\n' "$highest" | sort -V | tail -1)" = "GLIBC_2.17" ]
+}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/idempotent-tools-pack-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# A user's install never compiles: neither published package.json has a script at all.
+no_scripts() {
+  local tgz
+  for tgz in "$main" "$platform"; do
+    tar -xzOf "$tgz" package/package.json |
+      node -e "const p = JSON.parse(require('fs').readFileSync(0, 'utf8')); if (p.scripts) { console.error(p.name, 'has scripts:', Object.keys(p.scripts)); process.exit(1) }" || return 1
+  done
+}
+check "no scripts (prepare, install, postinstall...) in the published package.json files" no_scripts
+optional_ok() { # the main package lists every npm/<platform> package at its exact version
+  tar -xzOf "$main" package/package.json | node -e "
+    const p = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+    const want = require('fs').readdirSync('npm').sort().map((id) => [p.name + '-' + id, p.version]);
+    const got = Object.entries(p.optionalDependencies || {}).sort();
+    if (JSON.stringify(got) !== JSON.stringify(want)) { console.error('optionalDependencies:', got, 'want', want); process.exit(1); }"
+}
+check "the main package lists all 7 platform packages in optionalDependencies at its version" optional_ok
+if [[ "$platform" == *linux-*-gnu* ]]; then check "the binary needs nothing newer than GLIBC_2.17" glibc_ok; fi
+
+eval "$(.ci/nodes.sh)" || { failed=$((failed + 1)); finish; }
+node20_bin=$(dirname "$(command -v node)")
+
+# A PATH with node and npm but without cargo and rustc (rustup puts them in ~/.cargo/bin).
+clean_path() { # clean_path <node bin dir>
+  local out=$1 dir
+  IFS=: read -ra dirs <<< "$PATH"
+  for dir in "${dirs[@]}"; do
+    [ -x "$dir/cargo" ] || [ -x "$dir/rustc" ] || [ -x "$dir/rustup" ] || out="$out:$dir"
+  done
+  echo "$out"
+}
+
+app="$work/app"
+mkdir -p "$app" "$work/home"
+echo '{ "name": "user-app", "version": "1.0.0", "private": true }' > "$app/package.json"
+as_user() { # as_user <node bin dir> command...: no Rust, an empty HOME, in the app
+  local bin=$1; shift
+  (cd "$app" && env -u npm_config_prefix PATH="$(clean_path "$bin")" HOME="$work/home" \
+    IDEMPOTENT_TOOLS_DB="$work/home/store.db" "$@")
+}
+
+install_ok() {
+  as_user "$node20_bin" sh -c '! command -v cargo && ! command -v rustc' >/dev/null || { echo "pack: cargo is still on the PATH"; return 1; }
+  as_user "$node20_bin" npm install --no-audit --no-fund "$root/$main" "$root/$platform" || return 1
+  # Nothing from the clone, nothing compiled: the addon comes from the platform package.
+  [ ! -e "$app/node_modules/idempotent-tools/native/"*.node ] &&
+    [ -f "$app/node_modules/idempotent-tools/binding.js" ] &&
+    ls "$app"/node_modules/idempotent-tools-*/*.node
+}
+check "npm install of the two tarballs without Rust" install_ok
+echo "pack: installed size (kB, apparent):"
+(cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-*)
+
+cat > "$app/use.cjs" <<'JS'
+const { idempotent, SqliteStore } = require('idempotent-tools');
+let runs = 0;
+const charge = idempotent(async function charge(cents) { runs += 1; return { cents, runs }; });
+(async () => {
+  const a = await charge(1999);
+  const b = await charge(1999);
+  if (runs !== 1 || a.runs !== b.runs) throw new Error(`ran ${runs} times`);
+  if (typeof SqliteStore !== 'function') throw new Error('no SqliteStore');
+  console.log(`require: ok (${process.version})`);
+})().catch((e) => { console.error(e); process.exit(1); });
+JS
+cat > "$app/use.mjs" <<'JS'
+import { idempotent, currentKey } from 'idempotent-tools';
+import { idempotentTool } from 'idempotent-tools/ai-sdk';
+let key;
+const f = idempotent(async function f(x) { key = currentKey(); return x; });
+if ((await f(1)) !== 1 || typeof key !== 'string' || typeof idempotentTool !== 'function') process.exit(1);
+console.log(`import: ok (${process.version})`);
+JS
+cat > "$app/conformance.mjs" <<'JS'
+import { describe, it } from 'node:test';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SqliteStore } from 'idempotent-tools';
+import { storeConformance } from 'idempotent-tools/testing';
+storeConformance({ describe, it }, {
+  name: 'SqliteStore (installed copy)',
+  makeStore: () => new SqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'conformance-')), 'store.db') }),
+});
+JS
+
+cat > "$app/types.mts" <<'TS'
+import { idempotent, SqliteStore, type IdempotencyRecord } from 'idempotent-tools';
+import { idempotentTool } from 'idempotent-tools/langgraph';
+const store = new SqliteStore({ path: 'types.db' });
+const add = idempotent(async function add(x: number) { return x + 1; }, { store });
+const n: number = await add(1);
+const record: IdempotencyRecord | null = await store.get(add.keyFor(1));
+void idempotentTool; void n; void record;
+TS
+types_ok() { # the installed copy's types, as a TypeScript user compiles against them
+  as_user "$node20_bin" node "$root/node_modules/typescript/bin/tsc" --strict --noEmit --skipLibCheck false \
+    --module nodenext --moduleResolution nodenext --target es2022 \
+    --types node --typeRoots "$root/node_modules/@types" types.mts
+}
+check "the installed copy's types compile under tsc --strict" types_ok
+
+cli_ok() { # the bin, through npx, against the store the require step wrote
+  local bin=$1 out
+  out=$(as_user "$bin" npx --no-install idempotent-tools inspect --json) || return 1
+  echo "$out" | head -c 300; echo
+  echo "$out" | grep -q '"name": *"charge"'
+}
+for bin in "$node20_bin" "$NODE22_BIN" "$NODE24_BIN"; do
+  v=$("$bin/node" --version)
+  rm -f "$work/home/store.db"*
+  check "require() on $v" as_user "$bin" node use.cjs
+  check "import on $v" as_user "$bin" node use.mjs
+  check "npx idempotent-tools inspect on $v" cli_ok "$bin"
+  check "conformance suite against the installed copy on $v" as_user "$bin" node --test conformance.mjs
+done
+# A platform package of another version (a half-updated node_modules) is refused by name.
+mismatch_ok() {
+  local pj out
+  pj=$(ls "$app"/node_modules/idempotent-tools-*/package.json)
+  cp "$pj" "$work/platform-package.json"
+  sed -i 's/"version": "[^"]*"/"version": "0.0.0-other"/' "$pj"
+  out=$(as_user "$node20_bin" node -e "require('idempotent-tools')" 2>&1)
+  cp "$work/platform-package.json" "$pj"
+  echo "$out" | grep -q "@0.0.0-other is installed, but idempotent-tools@" && echo "$out" | grep -q "no native binary loads" &&
+    ! echo "$out" | grep -q "npm skipped it"
+}
+check "a platform package of another version is refused with a message that says so" mismatch_ok
+finish
