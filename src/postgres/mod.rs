@@ -27,6 +27,7 @@ use napi_derive::napi;
 use tokio_postgres::Row;
 
 use crate::claim::{decide, whole_ms, Decision};
+use crate::clock::Now;
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{NativeStats, Record, COMPLETED, FAILED};
 use crate::token::new_token;
@@ -173,6 +174,7 @@ fn as_claim_record(r: &PgRecord) -> Record {
         updated_at: r.updated_at as i64,
         expires_at: r.expires_at.map(|t| t as i64),
         lease_expires_at: r.lease_expires_at.map(|t| t as i64),
+        ..Record::default()
     }
 }
 
@@ -269,7 +271,7 @@ impl Inner {
                 Some(&as_claim_record(&record)),
                 &req.fingerprint,
                 req.force,
-                now,
+                &Now::from(now),
             ) != Decision::Refuse
             {
                 continue;
