@@ -1,10 +1,13 @@
 // The meta option: checked at wrap time, its answer checked at the call (before fn runs).
 
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
 import { lib, tempDb } from './helpers';
+import { sharedRedis, uniquePrefix } from './redis-server';
 
-const { idempotent, SqliteStore } = lib;
+const { idempotent, SqliteStore, RedisStore } = lib;
+const redis = await sharedRedis();
+afterAll(() => redis.stop());
 
 describe('the meta option', () => {
   it('must be a function (wrap time)', () => {
@@ -47,6 +50,28 @@ describe('the meta option', () => {
     expect(done?.meta).toMatchObject({ scope: 't-9', toolCallId: 'call_1' });
     expect(done?.durationMs).toEqual(expect.any(Number));
     expect((await store.get(bad.keyFor()))?.durationMs).toEqual(expect.any(Number));
+    await store.close();
+  });
+
+  it('reaches the record with durationMs on complete and on fail (Redis keeps both; failed before: meta and durationMs were null)', async () => {
+    const store = new RedisStore({ url: redis.url, prefix: uniquePrefix() });
+    const ok = idempotent(async function m7(thread: string) {
+      return thread;
+    }, { store, meta: (thread) => ({ scope: thread, toolCallId: 'call_2', framework: 'test' }) });
+    const bad = idempotent(async function m8() {
+      throw new Error('no');
+    }, { store, meta: () => ({ scope: 't-bad' }) });
+    await ok('t-10');
+    await expect(bad()).rejects.toThrow('no');
+    const done = await store.get(ok.keyFor('t-10'));
+    expect(done?.meta).toEqual({ scope: 't-10', toolCallId: 'call_2', framework: 'test' });
+    expect(done?.durationMs).toEqual(expect.any(Number));
+    const failed = await store.get(bad.keyFor());
+    expect(failed?.meta).toEqual({ scope: 't-bad' });
+    expect(failed?.durationMs).toEqual(expect.any(Number));
+    const [listed] = (await store.listRecords()).filter((r) => r.key === ok.keyFor('t-10'));
+    expect(listed.meta?.scope).toBe('t-10');
+    await store.clear();
     await store.close();
   });
 });

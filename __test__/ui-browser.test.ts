@@ -13,17 +13,6 @@ const CLI = join(ROOT, 'dist', 'cli.js');
 // In CI a missing browser is a failure (.ci/browser.sh installs it); elsewhere the test says why it cannot run.
 const canRun = existsSync(CHROMIUM) || process.env.CI === 'true';
 
-/** True once the SQLite store keeps `meta` (the sqlite branch); until then the thread filter test waits. */
-async function storeKeepsMeta(): Promise<boolean> {
-  const store = new lib.SqliteStore({ path: tempDb() });
-  try {
-    const c = await store.acquire({ key: 'probe', name: 'p', fingerprint: 'fp', leaseMs: 1000, force: false, meta: { scope: 's' } });
-    return c.acquired && (await store.get('probe'))?.meta?.scope === 's';
-  } finally {
-    await store.close();
-  }
-}
-const keepsMeta = await storeKeepsMeta();
 
 let db: string;
 let server: ChildProcess;
@@ -100,7 +89,7 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     }
   });
 
-  it.runIf(keepsMeta)('lists only the thread asked for', async () => {
+  it('lists only the thread asked for', async () => {
     await page.goto(url);
     await page.locator('#filters select[name=since]').selectOption('');
     await expect.poll(rowKeys).toHaveLength(7);

@@ -122,6 +122,8 @@ export class RetryGuard {
         // The arguments identify the call; the invocation (how to reach upstream) does not.
         payload: (args) => args,
         context: () => ({ mcpServer: server.id }),
+        // For `inspect` and the inspector page: which server's tool, through the proxy.
+        meta: () => ({ framework: 'mcp', scope: server.label }),
         onEvent: (event) => {
           if (event.type === 'in-flight') this.onWait?.(name, event.key);
         },

@@ -203,7 +203,9 @@ fn to_record(key: &str, mut f: HashMap<String, String>) -> std::result::Result<R
         updated_at: number("updated_at", take("updated_at"))?.unwrap_or(created_at),
         expires_at: number("expires_at", take("expires_at"))?,
         lease_expires_at: number("lease_expires_at", take("lease_expires_at"))?,
-        // Namespaces, meta and durations are not kept by this store yet.
+        meta: take("meta").filter(|m| !m.is_empty()),
+        duration_ms: number("duration_ms", take("duration_ms"))?,
+        // Redis keeps no namespace: a store's prefix is its namespace.
         ..Record::default()
     })
 }
@@ -276,6 +278,7 @@ impl Inner {
                 .unwrap_or_default(),
             if req.force { "1" } else { "0" }.to_string(),
             req.key.clone(),
+            req.meta.clone().unwrap_or_default(),
         ];
         let reply = self
             .script(what, scripts::acquire(), &req.key, args)
@@ -373,6 +376,9 @@ impl Inner {
             present(&r.error),
             r.error.clone().unwrap_or_default(),
             r.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
+            r.duration_ms
+                .map(|d| (d.max(0.0).round() as i64).to_string())
+                .unwrap_or_default(),
         ];
         self.flag_script(what, scripts::settle(), &r.key, args)
             .await

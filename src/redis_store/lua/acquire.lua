@@ -4,6 +4,7 @@
 -- ARGV[4] lease ms  ARGV[5] ttl ms ('' for none)  ARGV[6] force ('1' or '0')
 -- ARGV[7] the record's key (KEYS[1] without the store's prefix: marks the record as this
 --         store's own, so that clear() and listings leave other keys alone)
+-- ARGV[8] where the call came from, JSON text ('' for none), kept as given
 -- Reply: {1, attempts, taken_over}        the claim is the caller's
 --        {0, {field, value, ...}}          refused; the record that stood in the way
 -- Lean on purpose (every new call runs it): one HMGET, TIME once, one HSET with every
@@ -52,6 +53,10 @@ local expire_at = lease_expires_at + 3600000
 local fields = {'key', ARGV[7], 'name', name, 'fingerprint', fingerprint, 'status', 'pending',
   'token', token, 'attempts', int(attempts), 'created_at', int(created_at), 'updated_at', int(now),
   'lease_expires_at', int(lease_expires_at)}
+if ARGV[8] ~= '' then
+  fields[#fields + 1] = 'meta'
+  fields[#fields + 1] = ARGV[8]
+end
 if ttl_ms then
   local expires_at = now + ttl_ms
   fields[#fields + 1] = 'expires_at'

@@ -3,7 +3,7 @@
 -- ARGV[1] token  ARGV[2] 'completed' or 'failed'
 -- ARGV[3] '1' when a result is given  ARGV[4] result JSON
 -- ARGV[5] '1' when an error is given   ARGV[6] error JSON
--- ARGV[7] ttl ms ('' for none)
+-- ARGV[7] ttl ms ('' for none)  ARGV[8] how long the call took, ms ('' for unknown)
 -- Reply: 1 settled (or this very settle was already applied), 0 refused.
 -- Lean on purpose: one HMGET, TIME once, one HDEL, one HSET with every field, one expiry.
 -- A pending record holds no result, error or settled_token (acquire wrote it afresh).
@@ -25,6 +25,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fields = {'status', status, 'updated_at', int(now), 'settled_token', token}
 if ARGV[3] == '1' then fields[#fields + 1] = 'result'; fields[#fields + 1] = ARGV[4] end
 if ARGV[5] == '1' then fields[#fields + 1] = 'error'; fields[#fields + 1] = ARGV[6] end
+if ARGV[8] ~= '' then fields[#fields + 1] = 'duration_ms'; fields[#fields + 1] = ARGV[8] end
 if ttl_ms then
   local expires_at = now + ttl_ms
   fields[#fields + 1] = 'expires_at'
