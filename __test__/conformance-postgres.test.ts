@@ -5,7 +5,15 @@ import { PG_URL, dropTables, uniqueTable } from './postgres-server';
 
 afterAll(() => dropTables());
 
+const tables = new WeakMap<object, string>();
+
 testing.storeConformance({ describe, it }, {
   name: 'PostgresStore',
-  makeStore: () => new lib.PostgresStore({ url: PG_URL, table: uniqueTable() }),
+  makeStore: () => {
+    const table = uniqueTable();
+    const store = new lib.PostgresStore({ url: PG_URL, table });
+    tables.set(store, table);
+    return store;
+  },
+  openSecondHandle: (store) => new lib.PostgresStore({ url: PG_URL, table: tables.get(store)! }),
 });

@@ -27,7 +27,11 @@ function store(extra: Record<string, unknown> = {}) {
 /** The Redis key of `key`'s record in store `s`. */
 const redisKey = (s: object, key: string) => `${prefixes.get(s)}${key}`;
 
-testing.storeConformance({ describe, it }, { name: 'RedisStore on a Redis Cluster', makeStore: () => store() });
+testing.storeConformance({ describe, it }, {
+  name: 'RedisStore on a Redis Cluster',
+  makeStore: () => store(),
+  openSecondHandle: (s) => new RedisStore({ url: cluster.url, prefix: prefixes.get(s)!, cluster: true }),
+});
 
 describe('RedisStore on a Redis Cluster', () => {
   it('records land on every primary; listRecords, stats and clear walk them all', async () => {
