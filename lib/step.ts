@@ -12,8 +12,7 @@
  */
 
 import { type RunningCall, running } from './call-context.js';
-import * as canonical from './canonical.js';
-import { Unencodable, canonicalJson } from './canonical.js';
+import { Unencodable, canonicalJson, resultJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
 import { KeyMismatchError, StoreError, asStoreError } from './errors.js';
 import { type Lease, keepLease } from './lease.js';
@@ -140,18 +139,12 @@ function errorOf(thrown: unknown): RecordError {
   return { name: 'NonErrorThrown', message };
 }
 
-/**
- * The result's stored text: the core's result encoder (the value's own key order) where
- * the core has one, else canonical JSON. (Bridges the protocol branch's resultJson.)
- */
-function encodeResult(value: unknown): string {
-  const encode = (canonical as { resultJson?: (value: unknown) => string }).resultJson ?? canonicalJson;
-  return encode(value);
-}
+/** The result's stored text: the core's result encoder (the value's own key order), as for calls. */
+const encodeResult = resultJson;
 
-/** The core's lease keeper; newer cores also take when the claim was made and a lost-lease callback. */
+/** The core's lease keeper; a lost step lease shows when the step's complete is refused. */
 function leaseFor(store: RunningCall['store'], key: string, token: string, leaseMs: number, claimedAt: number): Lease {
-  return (keepLease as (...args: unknown[]) => Lease)(store, key, token, leaseMs, claimedAt, () => {});
+  return keepLease(store, key, token, leaseMs, claimedAt, () => {}, () => {});
 }
 
 async function execute<T>(call: RunningCall, self: { key: string; name: string }, token: string, claimedAt: number, fn: () => T): Promise<Awaited<T>> {
