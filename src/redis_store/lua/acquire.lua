@@ -53,7 +53,7 @@ local expire_at = lease_expires_at + 3600000
 local fields = {'key', ARGV[7], 'name', name, 'fingerprint', fingerprint, 'status', 'pending',
   'token', token, 'attempts', int(attempts), 'created_at', int(created_at), 'updated_at', int(now),
   'lease_expires_at', int(lease_expires_at)}
-if ARGV[8] ~= '' then
+if ARGV[8] and ARGV[8] ~= '' then
   fields[#fields + 1] = 'meta'
   fields[#fields + 1] = ARGV[8]
 end

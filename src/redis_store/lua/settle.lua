@@ -25,7 +25,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fields = {'status', status, 'updated_at', int(now), 'settled_token', token}
 if ARGV[3] == '1' then fields[#fields + 1] = 'result'; fields[#fields + 1] = ARGV[4] end
 if ARGV[5] == '1' then fields[#fields + 1] = 'error'; fields[#fields + 1] = ARGV[6] end
-if ARGV[8] ~= '' then fields[#fields + 1] = 'duration_ms'; fields[#fields + 1] = ARGV[8] end
+if ARGV[8] and ARGV[8] ~= '' then fields[#fields + 1] = 'duration_ms'; fields[#fields + 1] = ARGV[8] end
 if ttl_ms then
   local expires_at = now + ttl_ms
   fields[#fields + 1] = 'expires_at'
