@@ -118,6 +118,7 @@ import { storeConformance } from 'idempotent-tools/testing';
 storeConformance({ describe, it }, {
   name: 'SqliteStore (installed copy)',
   makeStore: () => new SqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'conformance-')), 'store.db') }),
+  openSecondHandle: (store) => new SqliteStore({ path: store.path }),
 });
 JS
 

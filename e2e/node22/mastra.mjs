@@ -4,7 +4,7 @@
 //  - approval: requireApproval stops the run; the approval is sent, then sent again (a retried
 //    request); Mastra runs the tool after the first and refuses the second;
 //  - interrupt and resume: the tool charges, then suspends; resumeStream runs it again from its
-//    first line, so the plain tool charges twice.
+//    first line, so the plain tool charges twice; wrapped, the charge is a step() and replays.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Agent } from '@mastra/core/agent';
 import { Mastra } from '@mastra/core/mastra';
 import { createTool } from '@mastra/core/tools';
-import { SqliteStore } from 'idempotent-tools';
+import { SqliteStore, step } from 'idempotent-tools';
 import { idempotentTool } from 'idempotent-tools/mastra';
 import { z } from 'zod';
 
@@ -96,7 +96,11 @@ async function approval(wrap) {
 async function interruptResume(wrap) {
   const charges = [];
   const { agent, store } = setup(wrap, async function sendPayment({ orderId, cents }, context) {
-    charges.push({ orderId, cents });
+    // Wrapped, the charge is a step (the documented pattern: Mastra re-runs a resumed tool
+    // from its first line, and the helper does not record a suspended run as completed).
+    const charge = () => charges.push({ orderId, cents });
+    if (wrap) await step('charge', charge);
+    else charge();
     if (!context.agent?.resumeData) return context.agent.suspend({ ask: 'confirm the receipt email' });
     return { chargeId: `ch_${charges.length}`, confirmed: context.agent.resumeData.ok };
   }, { suspendSchema: z.object({ ask: z.string() }), resumeSchema: z.object({ ok: z.boolean() }) });
