@@ -135,15 +135,6 @@ describe('idempotent-tools/ai-sdk in agents', () => {
   });
 });
 
-/** The core's `reconcile` option (the protocol branch) is what this test needs besides the abort signal's classification. */
-const coreHasReconcile = (() => {
-  try {
-    lib.idempotent(function probe() {}, { reconcile: async () => ({ happened: false }) } as never);
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 describe('an aborted stream, retried, with a tool that forwards abortSignal', () => {
   // What the tool's HTTP client throws when the signal fires: the DOM's AbortError, or a
@@ -152,7 +143,7 @@ describe('an aborted stream, retried, with a tool that forwards abortSignal', ()
     ['an AbortError', () => new DOMException('This operation was aborted', 'AbortError')],
     ["a client's own error", () => new Error('request cancelled by the caller')],
   ];
-  it.skipIf(!coreHasReconcile).each(shapes)('charges once (%s): the abort leaves the outcome unknown, and reconcile finds the charge by currentKey()', async (_shape, abortError) => {
+  it.each(shapes)('charges once (%s): the abort leaves the outcome unknown, and reconcile finds the charge by currentKey()', async (_shape, abortError) => {
     const store = new SqliteStore({ path: tempDb() });
     // A payment provider: the charge is made when the request arrives; the answer comes later.
     const provider = {
@@ -209,18 +200,9 @@ describe('an aborted stream, retried, with a tool that forwards abortSignal', ()
   });
 });
 
-/** The core's `meta` option (the protocol branch): each helper says where a record's call came from. */
-const coreHasMeta = (() => {
-  try {
-    lib.idempotent(function probe() {}, { meta: () => ({}) } as never);
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 describe('record metadata', () => {
-  it.skipIf(!coreHasMeta)('each claim carries the framework, the tool call id and the conversation as its scope', async () => {
+  it('each claim carries the framework, the tool call id and the conversation as its scope', async () => {
     const store = new SqliteStore({ path: tempDb() });
     const metas: unknown[] = [];
     // The real store, with its acquire requests noted on the way.
@@ -246,10 +228,9 @@ describe('record metadata', () => {
 });
 
 /** LeaseLostError (the protocol branch's core): a run whose claim was taken over while it ran. */
-const coreHasLeaseLost = typeof (lib as Record<string, unknown>).LeaseLostError === 'function';
 
 describe('a run whose claim was taken over while it ran', () => {
-  it.skipIf(!coreHasLeaseLost)('gets the recorded outcome, not an error the model would answer by calling again', async () => {
+  it('gets the recorded outcome, not an error the model would answer by calling again', async () => {
     const store = new SqliteStore({ path: tempDb() });
     const charges: string[] = [];
     let arrived!: () => void;
