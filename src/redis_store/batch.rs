@@ -1,19 +1,29 @@
 //! One crossing for a burst: `acquireBatch` and `completeBatch` take every call that the
-//! JavaScript side issued in one turn of the event loop, run them concurrently (so they
-//! go out pipelined on the multiplexed connection), and answer them all through one
-//! promise, settled by one callback into JavaScript. Each call keeps its own outcome or
-//! error (a panic in one call fails only that call).
+//! JavaScript side issued in one turn of the event loop and answer them all through one
+//! promise, settled by one callback into JavaScript.
+//!
+//! On one server, a batch is one pipeline: one write, one reply to wait for, one Tokio
+//! task, however many calls it holds (the replay reads of an acquire batch first, then
+//! the claim scripts of the calls they did not answer). Per call, that saves the task,
+//! the timer and the trip through the multiplexed connection's queue that a call of its
+//! own costs, which is most of the client's time for a replay. Each call keeps its own
+//! outcome or error: the pipeline reports a server error per command.
+//!
+//! On a cluster, a batch's calls run as tasks of their own (the cluster client routes
+//! each to its key's primary), so one node's trouble holds up only the calls it owns.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use napi_derive::napi;
+use redis::{ServerErrorKind, Value};
 
 use crate::claim::{AcquireOutcome, AcquireRequest};
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{SettleRequest, COMPLETED};
+use crate::token::new_token;
 
-use super::Inner;
+use super::{claim_args, replay_read, scripts, settle_args, settle_what, Inner};
 
 /// One call's answer in a batch: its outcome, or the message of its failure.
 #[napi(object)]
@@ -26,6 +36,229 @@ pub struct AcquireReply {
 pub struct SettleReply {
     pub settled: Option<bool>,
     pub error: Option<String>,
+}
+
+impl From<StoreResult<AcquireOutcome>> for AcquireReply {
+    fn from(r: StoreResult<AcquireOutcome>) -> Self {
+        match r {
+            Ok(outcome) => AcquireReply {
+                outcome: Some(outcome),
+                error: None,
+            },
+            Err(e) => AcquireReply {
+                outcome: None,
+                error: Some(e.message),
+            },
+        }
+    }
+}
+
+impl From<StoreResult<bool>> for SettleReply {
+    fn from(r: StoreResult<bool>) -> Self {
+        match r {
+            Ok(settled) => SettleReply {
+                settled: Some(settled),
+                error: None,
+            },
+            Err(e) => SettleReply {
+                settled: None,
+                error: Some(e.message),
+            },
+        }
+    }
+}
+
+pub async fn acquire(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireReply> {
+    let results = if inner.conn.is_cluster() {
+        each(&inner, requests, |s, r| async move { s.acquire(r).await }).await
+    } else {
+        acquire_pipelined(&inner, &requests).await
+    };
+    results.into_iter().map(AcquireReply::from).collect()
+}
+
+pub async fn complete(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<SettleReply> {
+    let results = if inner.conn.is_cluster() {
+        each(&inner, requests, |s, r| async move {
+            s.settle(COMPLETED, r).await
+        })
+        .await
+    } else {
+        complete_pipelined(&inner, &requests).await
+    };
+    results.into_iter().map(SettleReply::from).collect()
+}
+
+/// The acquires of a batch on one server: the replay reads (when the store leans towards
+/// reading first) in one pipeline, then the claims the reads left open in another.
+async fn acquire_pipelined(
+    inner: &Inner,
+    requests: &[AcquireRequest],
+) -> Vec<StoreResult<AcquireOutcome>> {
+    const WHAT: &str = "Redis acquire failed";
+    let mut out: Vec<Option<StoreResult<AcquireOutcome>>> = requests.iter().map(|_| None).collect();
+    if inner.bias.read_first() {
+        let reads = requests
+            .iter()
+            .map(|r| replay_read(&inner.redis_key(&r.key)))
+            .collect();
+        // The reads are only a shortcut: when they fail, the claim scripts decide.
+        if let Ok(replies) = pipeline(inner, WHAT, reads).await {
+            for ((slot, req), reply) in out.iter_mut().zip(requests).zip(replies) {
+                if let Ok(Ok(Some(record))) =
+                    reply.map(|v| inner.completed_from(WHAT, &req.key, &v))
+                {
+                    inner.bias.found_completed(true);
+                    *slot = Some(Ok(super::refused_by(record)));
+                }
+            }
+        }
+    }
+    let open: Vec<usize> = (0..requests.len()).filter(|&i| out[i].is_none()).collect();
+    if !open.is_empty() {
+        let tokens: Vec<String> = open.iter().map(|_| new_token()).collect();
+        let calls = open
+            .iter()
+            .zip(&tokens)
+            .map(|(&i, token)| (requests[i].key.as_str(), claim_args(&requests[i], token)))
+            .collect();
+        let replies = run_scripts(inner, WHAT, scripts::acquire(), calls).await;
+        for ((&i, token), reply) in open.iter().zip(tokens).zip(replies) {
+            let outcome = reply.and_then(|v| inner.claim_outcome(WHAT, &requests[i], token, &v));
+            if let Ok(o) = &outcome {
+                let completed = o.record.as_ref().is_some_and(|r| r.status == COMPLETED);
+                inner.bias.found_completed(completed);
+            }
+            out[i] = Some(outcome);
+        }
+    }
+    out.into_iter()
+        .map(|r| r.expect("every request was answered by a read or a claim"))
+        .collect()
+}
+
+async fn complete_pipelined(inner: &Inner, requests: &[SettleRequest]) -> Vec<StoreResult<bool>> {
+    let what = settle_what(COMPLETED);
+    let calls = requests
+        .iter()
+        .map(|r| (r.key.as_str(), settle_args(COMPLETED, r)))
+        .collect();
+    run_scripts(inner, what, scripts::settle(), calls)
+        .await
+        .into_iter()
+        .map(|reply| reply.and_then(|v| inner.flag(what, &v)))
+        .collect()
+}
+
+/// `script` on every `(key, args)` in one pipeline, each call's reply in order. A server
+/// that has not seen the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT: the script
+/// is loaded and those calls are sent again (a script that answered NOSCRIPT did not run).
+async fn run_scripts(
+    inner: &Inner,
+    what: &str,
+    script: &'static redis::Script,
+    calls: Vec<(&str, Vec<String>)>,
+) -> Vec<StoreResult<Value>> {
+    let evalsha = |(key, args): &(&str, Vec<String>)| {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(1)
+            .arg(inner.redis_key(key))
+            .arg(args);
+        cmd
+    };
+    let mut replies = match pipeline(inner, what, calls.iter().map(evalsha).collect()).await {
+        Ok(replies) => replies,
+        Err(e) => return calls.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let unknown: Vec<usize> = (0..calls.len())
+        .filter(|&i| matches!(&replies[i], Err(NoScript)))
+        .collect();
+    if !unknown.is_empty() {
+        let loaded = inner
+            .conn
+            .run(what, |mut c| async move {
+                script.prepare_invoke().load_async(&mut c).await
+            })
+            .await;
+        let again = match loaded {
+            Ok(_) => {
+                pipeline(
+                    inner,
+                    what,
+                    unknown.iter().map(|&i| evalsha(&calls[i])).collect(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        match again {
+            Ok(again) => {
+                for (&i, reply) in unknown.iter().zip(again) {
+                    replies[i] = reply;
+                }
+            }
+            Err(e) => {
+                for &i in &unknown {
+                    replies[i] = Err(Failed(e.clone()));
+                }
+            }
+        }
+    }
+    replies
+        .into_iter()
+        .map(|reply| match reply {
+            Ok(v) => Ok(v),
+            Err(Failed(e)) => Err(e),
+            Err(NoScript) => Err(inner.conn.target.failure(
+                what,
+                "the server does not keep the script (NOSCRIPT after loading it)",
+            )),
+        })
+        .collect()
+}
+
+/// Why one command of a pipeline has no reply.
+enum CommandError {
+    /// The server does not know the script (it may be loaded and the command resent).
+    NoScript,
+    Failed(StoreFailure),
+}
+use CommandError::{Failed, NoScript};
+
+/// `commands` in one pipeline, one round trip: each command's reply or server error, in
+/// order. Err when the round trip itself failed (no connection, no answer in time).
+async fn pipeline(
+    inner: &Inner,
+    what: &str,
+    commands: Vec<redis::Cmd>,
+) -> StoreResult<Vec<Result<Value, CommandError>>> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for cmd in commands {
+        pipe.add_command(cmd);
+    }
+    let values: Vec<Value> = inner
+        .conn
+        .run(what, |mut c| {
+            let pipe = &pipe;
+            async move { pipe.query_async::<Vec<Value>>(&mut c).await }
+        })
+        .await?;
+    if values.len() != pipe.len() {
+        return Err(inner.malformed(
+            what,
+            format!("{} replies to a pipeline of {}", values.len(), pipe.len()),
+        ));
+    }
+    Ok(values
+        .into_iter()
+        .map(|v| match v {
+            Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => Err(NoScript),
+            Value::ServerError(e) => Err(Failed(inner.conn.target.failure(what, e.to_string()))),
+            v => Ok(v),
+        })
+        .collect())
 }
 
 /// Runs `op` on every request as its own Tokio task; the results in the requests' order.
@@ -58,40 +291,4 @@ where
             })
         })
         .collect()
-}
-
-pub async fn acquire(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireReply> {
-    each(&inner, requests, |s, r| async move { s.acquire(r).await })
-        .await
-        .into_iter()
-        .map(|r| match r {
-            Ok(outcome) => AcquireReply {
-                outcome: Some(outcome),
-                error: None,
-            },
-            Err(e) => AcquireReply {
-                outcome: None,
-                error: Some(e.message),
-            },
-        })
-        .collect()
-}
-
-pub async fn complete(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<SettleReply> {
-    each(&inner, requests, |s, r| async move {
-        s.settle(COMPLETED, r).await
-    })
-    .await
-    .into_iter()
-    .map(|r| match r {
-        Ok(settled) => SettleReply {
-            settled: Some(settled),
-            error: None,
-        },
-        Err(e) => SettleReply {
-            settled: None,
-            error: Some(e.message),
-        },
-    })
-    .collect()
 }

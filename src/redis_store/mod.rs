@@ -210,6 +210,65 @@ fn to_record(key: &str, mut f: HashMap<String, String>) -> std::result::Result<R
     })
 }
 
+/// The claim script's arguments (see lua/acquire.lua), for a claim under `token`.
+fn claim_args(req: &AcquireRequest, token: &str) -> Vec<String> {
+    vec![
+        req.name.clone(),
+        req.fingerprint.clone(),
+        token.to_string(),
+        ms_arg(req.lease_ms).to_string(),
+        req.ttl_ms
+            .map(|t| ms_arg(t).to_string())
+            .unwrap_or_default(),
+        if req.force { "1" } else { "0" }.to_string(),
+        req.key.clone(),
+        req.meta.clone().unwrap_or_default(),
+    ]
+}
+
+/// The settle script's arguments (see lua/settle.lua).
+fn settle_args(status: &str, r: &SettleRequest) -> Vec<String> {
+    let present = |v: &Option<String>| if v.is_some() { "1" } else { "0" }.to_string();
+    vec![
+        r.token.clone(),
+        status.to_string(),
+        present(&r.result),
+        r.result.clone().unwrap_or_default(),
+        present(&r.error),
+        r.error.clone().unwrap_or_default(),
+        r.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
+        r.duration_ms
+            .map(|d| (d.max(0.0).round() as i64).to_string())
+            .unwrap_or_default(),
+    ]
+}
+
+fn settle_what(status: &str) -> &'static str {
+    if status == COMPLETED {
+        "Redis complete failed"
+    } else {
+        "Redis fail failed"
+    }
+}
+
+/// The read of a replay: the fields of `REPLAY_FIELDS`, in that order.
+fn replay_read(redis_key: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("HMGET");
+    cmd.arg(redis_key).arg(&REPLAY_FIELDS[..]);
+    cmd
+}
+
+/// An acquire refused by `record` (the replay, or the call in flight, in the way).
+fn refused_by(record: Record) -> AcquireOutcome {
+    AcquireOutcome {
+        acquired: false,
+        token: None,
+        attempts: record.attempts,
+        taken_over: false,
+        record: Some(record.into()),
+    }
+}
+
 impl Inner {
     fn redis_key(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
@@ -247,13 +306,7 @@ impl Inner {
             // redirected by ASK while its slot migrates, say), the claim script decides.
             if let Ok(Some(record)) = self.completed(WHAT, &req.key).await {
                 self.bias.found_completed(true);
-                return Ok(AcquireOutcome {
-                    acquired: false,
-                    token: None,
-                    attempts: record.attempts,
-                    taken_over: false,
-                    record: Some(record.into()),
-                });
+                return Ok(refused_by(record));
             }
         }
         let outcome = self.claim(WHAT, &req).await?;
@@ -268,22 +321,21 @@ impl Inner {
     /// The claim script: claims the key, or returns the record in the way.
     async fn claim(&self, what: &str, req: &AcquireRequest) -> StoreResult<AcquireOutcome> {
         let token = new_token();
-        let args = vec![
-            req.name.clone(),
-            req.fingerprint.clone(),
-            token.clone(),
-            ms_arg(req.lease_ms).to_string(),
-            req.ttl_ms
-                .map(|t| ms_arg(t).to_string())
-                .unwrap_or_default(),
-            if req.force { "1" } else { "0" }.to_string(),
-            req.key.clone(),
-            req.meta.clone().unwrap_or_default(),
-        ];
         let reply = self
-            .script(what, scripts::acquire(), &req.key, args)
+            .script(what, scripts::acquire(), &req.key, claim_args(req, &token))
             .await?;
-        let Value::Array(items) = &reply else {
+        self.claim_outcome(what, req, token, &reply)
+    }
+
+    /// What the claim script's reply says: the claim (under `token`), or the record in the way.
+    fn claim_outcome(
+        &self,
+        what: &str,
+        req: &AcquireRequest,
+        token: String,
+        reply: &Value,
+    ) -> StoreResult<AcquireOutcome> {
+        let Value::Array(items) = reply else {
             return Err(self.malformed(what, format!("{reply:?}")));
         };
         match items.as_slice() {
@@ -301,42 +353,38 @@ impl Inner {
                     .ok_or_else(|| self.malformed(what, "a record that is not a hash"))?;
                 let record =
                     to_record(&req.key, f).map_err(|e| self.conn.target.failure(what, e))?;
-                Ok(AcquireOutcome {
-                    acquired: false,
-                    token: None,
-                    attempts: record.attempts,
-                    taken_over: false,
-                    record: Some(record.into()),
-                })
+                Ok(refused_by(record))
             }
             _ => Err(self.malformed(what, format!("{reply:?}"))),
         }
     }
 
-    /// The key's record when it is completed and unexpired, read without a script (TIME
-    /// and HMGET in one round trip): a completed record never changes until it expires or
-    /// is cleared, so a plain read is as good as the claim script's, at a fraction of the
-    /// server's time. Anything else (absent, pending, failed) is left to the script.
+    /// The key's record when it is completed, read without a script (one HMGET): a
+    /// completed record never changes until it expires or is cleared, so a plain read is
+    /// as good as the claim script's, at a fraction of the server's time. No clock is
+    /// needed: a settled record's key expires at its `expires_at` (settle.lua sets the
+    /// key's expiry to it), so Redis itself no longer shows an expired one. Anything
+    /// else (absent, pending, failed) is left to the script.
     async fn completed(&self, what: &str, key: &str) -> StoreResult<Option<Record>> {
         let redis_key = self.redis_key(key);
-        let replies: Vec<Value> = self
+        let reply: Value = self
             .conn
             .run(what, |mut c| {
-                let mut pipe = redis::pipe();
-                pipe.cmd("TIME")
-                    .cmd("HMGET")
-                    .arg(&redis_key)
-                    .arg(&REPLAY_FIELDS[..]);
-                async move { pipe.query_async::<Vec<Value>>(&mut c).await }
+                let cmd = replay_read(&redis_key);
+                async move { cmd.query_async::<Value>(&mut c).await }
             })
             .await?;
-        let [time, Value::Array(values)] = replies.as_slice() else {
-            return Err(self.malformed(what, format!("{replies:?}")));
+        self.completed_from(what, key, &reply)
+    }
+
+    /// The completed record in a `replay_read` reply, if that is what it found.
+    fn completed_from(&self, what: &str, key: &str, reply: &Value) -> StoreResult<Option<Record>> {
+        let Value::Array(values) = reply else {
+            return Err(self.malformed(what, format!("{reply:?}")));
         };
         if values.first().and_then(text).as_deref() != Some(COMPLETED) {
             return Ok(None);
         }
-        let now = server_ms(time).ok_or_else(|| self.malformed(what, format!("{time:?}")))?;
         let mut f = HashMap::with_capacity(REPLAY_FIELDS.len());
         for (name, v) in REPLAY_FIELDS.iter().zip(values) {
             if let Some(v) = text(v) {
@@ -344,7 +392,7 @@ impl Inner {
             }
         }
         let record = to_record(key, f).map_err(|e| self.conn.target.failure(what, e))?;
-        Ok((!record.expired(now)).then_some(record))
+        Ok(Some(record))
     }
 
     async fn flag_script(
@@ -355,32 +403,20 @@ impl Inner {
         args: Vec<String>,
     ) -> StoreResult<bool> {
         let reply = self.script(what, script, key, args).await?;
-        match int(&reply) {
+        self.flag(what, &reply)
+    }
+
+    /// A script's 1 (done) or 0 (refused).
+    fn flag(&self, what: &str, reply: &Value) -> StoreResult<bool> {
+        match int(reply) {
             Some(n) => Ok(n == 1),
             None => Err(self.malformed(what, format!("{reply:?}"))),
         }
     }
 
     async fn settle(&self, status: &'static str, r: SettleRequest) -> StoreResult<bool> {
-        let what = if status == COMPLETED {
-            "Redis complete failed"
-        } else {
-            "Redis fail failed"
-        };
-        let present = |v: &Option<String>| if v.is_some() { "1" } else { "0" }.to_string();
-        let args = vec![
-            r.token.clone(),
-            status.to_string(),
-            present(&r.result),
-            r.result.clone().unwrap_or_default(),
-            present(&r.error),
-            r.error.clone().unwrap_or_default(),
-            r.ttl_ms.map(|t| ms_arg(t).to_string()).unwrap_or_default(),
-            r.duration_ms
-                .map(|d| (d.max(0.0).round() as i64).to_string())
-                .unwrap_or_default(),
-        ];
-        self.flag_script(what, scripts::settle(), &r.key, args)
+        let args = settle_args(status, &r);
+        self.flag_script(settle_what(status), scripts::settle(), &r.key, args)
             .await
     }
 

@@ -1195,8 +1195,8 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
     let second = monitored(child, out);
     assert_eq!(second.len(), 1, "{second:#?}");
 
-    // Once replays are what the store sees, a replay reads without a script: TIME and
-    // HMGET in one round trip, and the server runs no Lua for it.
+    // Once replays are what the store sees, a replay reads without a script: one HMGET
+    // (no TIME: a settled record's key expires with it), and the server runs no Lua.
     for _ in 0..3 {
         s.inner
             .acquire(req("k", "fp", 10_000.0, None, false))
@@ -1211,7 +1211,7 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
         .unwrap();
     assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
     let third = monitored(child, out);
-    assert_eq!(third.len(), 2, "{third:#?}");
+    assert_eq!(third.len(), 1, "{third:#?}");
     assert!(third.iter().any(|l| l.contains("\"HMGET\"")), "{third:#?}");
     assert!(
         !third
@@ -1459,4 +1459,179 @@ async fn any_result_and_error_text_is_kept_byte_for_byte() {
         }
     }
     st.clear(None).await.unwrap();
+}
+
+/// A store leaning towards reads (its recent calls found completed records).
+async fn leaning_to_reads(s: &NativeRedisStore) {
+    let w = s
+        .inner
+        .acquire(req("lean", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    let t = w.token.unwrap_or_default();
+    s.inner
+        .settle(COMPLETED, settle_req("lean", &t, Some("0"), None, None))
+        .await
+        .unwrap();
+    for _ in 0..ReplayBias::BOUND {
+        s.inner
+            .acquire(req("lean", "fp", 10_000.0, None, false))
+            .await
+            .unwrap();
+    }
+    assert!(s.inner.bias.read_first());
+}
+
+#[tokio::test]
+async fn a_batch_is_one_pipeline_and_each_call_keeps_its_own_outcome() {
+    let server = Server::start(&[]);
+    let s = store_at(&server.url(), "p:");
+    leaning_to_reads(&s).await;
+    let mut con = admin(&server.url());
+    // A key of another type under the prefix: its claim fails, the others' do not.
+    let _: () = redis::cmd("SET")
+        .arg("p:alien")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+
+    let (child, out) = monitor(server.port);
+    let replies = batch::acquire(
+        s.inner.clone(),
+        vec![
+            req("lean", "fp", 10_000.0, None, false),
+            req("new", "fp", 10_000.0, None, false),
+            req("alien", "fp", 10_000.0, None, false),
+            req("lean", "other", 10_000.0, None, false),
+        ],
+    )
+    .await;
+    let seen = monitored(child, out);
+    let replay = replies[0].outcome.as_ref().unwrap();
+    assert!(!replay.acquired);
+    assert_eq!(replay.record.as_ref().unwrap().result.as_deref(), Some("0"));
+    let claimed = replies[1].outcome.as_ref().unwrap();
+    assert!(claimed.acquired && claimed.attempts == 1 && claimed.token.is_some());
+    let alien = replies[2].error.as_deref().unwrap();
+    assert!(
+        alien.contains("WRONGTYPE") && alien.contains("Redis acquire failed"),
+        "{alien}"
+    );
+    assert!(replies[2].outcome.is_none());
+    // Another fingerprint on a completed record: the record comes back; the wrapper
+    // reports the mismatch.
+    let mismatch = replies[3].outcome.as_ref().unwrap();
+    assert_eq!(mismatch.record.as_ref().unwrap().fingerprint, "fp");
+    // Four reads, then the claims of the two keys the reads did not answer (the read
+    // of "alien" failed with WRONGTYPE and is left to the script).
+    let commands: Vec<&str> = seen.iter().filter_map(|l| l.split('"').nth(1)).collect();
+    assert_eq!(
+        commands,
+        ["HMGET", "HMGET", "HMGET", "HMGET", "EVALSHA", "EVALSHA"],
+        "{seen:#?}"
+    );
+
+    let token = claimed.token.clone().unwrap();
+    let settled = batch::complete(
+        s.inner.clone(),
+        vec![
+            settle_req("new", &token, Some("7"), None, None),
+            settle_req("new", "not-the-token", Some("8"), None, None),
+            settle_req("alien", &token, Some("9"), None, None),
+        ],
+    )
+    .await;
+    assert_eq!(settled[0].settled, Some(true));
+    assert_eq!(settled[1].settled, Some(false));
+    assert!(settled[2].error.as_deref().unwrap().contains("WRONGTYPE"));
+    let r = s.inner.get("new".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status.as_str(), r.result.as_deref()),
+        (COMPLETED, Some("7"))
+    );
+}
+
+#[tokio::test]
+async fn a_batch_loads_its_scripts_again_after_the_server_forgets_them() {
+    let server = Server::start(&[]);
+    let s = store_at(&server.url(), "p:");
+    let first = batch::acquire(s.inner.clone(), vec![req("a", "fp", 10_000.0, None, false)]).await;
+    let token = first[0].outcome.as_ref().unwrap().token.clone().unwrap();
+    let mut con = admin(&server.url());
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    let done = batch::complete(
+        s.inner.clone(),
+        vec![settle_req("a", &token, Some("1"), None, None)],
+    )
+    .await;
+    assert_eq!(done[0].settled, Some(true), "{:?}", done[0].error);
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    let again = batch::acquire(
+        s.inner.clone(),
+        vec![
+            req("a", "fp", 10_000.0, None, false),
+            req("b", "fp", 10_000.0, None, false),
+        ],
+    )
+    .await;
+    let replay = again[0].outcome.as_ref().unwrap();
+    assert_eq!(replay.record.as_ref().unwrap().result.as_deref(), Some("1"));
+    assert!(
+        again[1].outcome.as_ref().unwrap().acquired,
+        "{:?}",
+        again[1].error
+    );
+}
+
+#[tokio::test]
+async fn a_read_never_replays_a_record_past_its_ttl() {
+    let (s, _prefix) = store();
+    leaning_to_reads(&s).await;
+    let a = s
+        .inner
+        .acquire(req("short", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s
+        .inner
+        .settle(
+            COMPLETED,
+            settle_req("short", &a.token.unwrap(), Some("1"), None, Some(5.0))
+        )
+        .await
+        .unwrap());
+    let expires_at = s
+        .inner
+        .get("short".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .expires_at
+        .unwrap();
+    // Wait for the server's clock to pass the record's expiry (polled, not guessed).
+    while (s.inner.server_time("time").await.unwrap() as f64) <= expires_at {
+        tokio::task::yield_now().await;
+    }
+    for reply in batch::acquire(
+        s.inner.clone(),
+        vec![req("short", "fp", 10_000.0, None, false)],
+    )
+    .await
+    {
+        let o = reply.outcome.unwrap();
+        assert!(
+            o.acquired && o.attempts == 1,
+            "an expired record was replayed"
+        );
+    }
+    let o = s
+        .inner
+        .acquire(req("short", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(
+        o.record.unwrap().status,
+        PENDING,
+        "the claim above holds the key now"
+    );
 }
