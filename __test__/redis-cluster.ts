@@ -57,6 +57,7 @@ export class RedisCluster {
     await Promise.all(nodes.map((n) => cluster.launch(n)));
     redisCli(['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes']);
     await cluster.waitUntilOk();
+    await cluster.waitUntilReplicasSynced();
     return cluster;
   }
 
@@ -67,6 +68,9 @@ export class RedisCluster {
         '--port', String(node.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
         '--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, `nodes-${node.port}.conf`),
         '--cluster-node-timeout', '1000', '--dir', this.dir,
+        // Replicas sync at once (Redis 7 waits 5 s for more replicas before a diskless
+        // sync by default): a replica that never synced does not take over its primary.
+        '--repl-diskless-sync-delay', '0',
       ],
       { stdio: 'ignore' },
     );
@@ -99,6 +103,19 @@ export class RedisCluster {
       }
       if (Date.now() > deadline) throw new Error(`the cluster did not become ok: ${states.join(' | ')}`);
       await sleep(100);
+    }
+  }
+
+  /** Until every replica has synced with its primary (only then can it take over). */
+  async waitUntilReplicasSynced(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const live = this.nodes.filter((n) => n.child !== undefined);
+      const infos = await Promise.all(live.map((n) => redisCommand(n.port, 'INFO replication').catch(() => '')));
+      const replicas = infos.filter((i) => i.includes('role:slave'));
+      if (replicas.length > 0 && replicas.every((i) => i.includes('master_link_status:up'))) return;
+      if (Date.now() > deadline) throw new Error(`the replicas did not sync: ${infos.join(' | ')}`);
+      await sleep(50);
     }
   }
 
