@@ -240,6 +240,7 @@ async function redis(ctx) {
           run.speedupVsFasterAlternative = pairedRatio(fasterAlt, oursR);
           run.fasterAlternative = fasterAlt.name;
           run.fractionOfFloor = 1 / oursR.timeRatioVsBaseline;
+          run.speedupVsNodeIdempotency = pairedRatio(ni, oursR);
         }
         data.runs[`${op}/${inFlight}`] = run;
         for (const r of res) {

@@ -28,7 +28,7 @@ use tokio_postgres::Row;
 
 use crate::claim::{decide, whole_ms, Decision};
 use crate::clock::Now;
-use crate::failure::{StoreFailure, StoreResult};
+use crate::failure::{guarded, StoreFailure, StoreResult};
 use crate::record::{NativeStats, Record, COMPLETED, FAILED};
 use crate::token::new_token;
 use listen::Listening;
@@ -199,18 +199,6 @@ fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<D
     Ok(Duration::from_millis(
         ms.ceil().min(24.0 * 3600.0 * 1000.0) as u64
     ))
-}
-
-/// Runs an async body on Tokio as its own task so that a panic in it becomes an error
-/// instead of crossing into Node.
-async fn guarded<T: Send + 'static>(
-    work: impl Future<Output = StoreResult<T>> + Send + 'static,
-) -> Result<T> {
-    match tokio::spawn(work).await {
-        Ok(outcome) => Ok(outcome?),
-        Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
-        Err(e) => Err(StoreFailure::new(format!("the store's task was cancelled: {e}")).into()),
-    }
 }
 
 struct Inner {

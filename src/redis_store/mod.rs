@@ -31,7 +31,7 @@ use napi_derive::napi;
 use redis::Value;
 
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
-use crate::failure::{StoreFailure, StoreResult};
+use crate::failure::{guarded, StoreFailure, StoreResult};
 use crate::record::SettleRequest;
 use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
 use crate::token::new_token;
@@ -109,18 +109,6 @@ pub struct NativeRedisStore {
 
 fn ms_arg(ms: f64) -> i64 {
     whole_ms(ms).min(MAX_MS)
-}
-
-/// Runs an async body on Tokio as its own task so that a panic in it becomes an error
-/// instead of crossing into Node.
-async fn guarded<T: Send + 'static>(
-    work: impl Future<Output = StoreResult<T>> + Send + 'static,
-) -> Result<T> {
-    match tokio::spawn(work).await {
-        Ok(outcome) => Ok(outcome?),
-        Err(e) if e.is_panic() => Err(StoreFailure::from_panic(e.into_panic()).into()),
-        Err(e) => Err(StoreFailure::new(format!("the store's task was cancelled: {e}")).into()),
-    }
 }
 
 fn text(v: &Value) -> Option<String> {
