@@ -26,10 +26,10 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tokio_postgres::Row;
 
-use crate::claim::{decide, whole_ms, Decision};
+use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
 use crate::clock::Now;
 use crate::failure::{guarded, StoreFailure, StoreResult};
-use crate::record::{NativeStats, Record, COMPLETED, FAILED};
+use crate::record::{NativeRecord, NativeStats, Record, SettleRequest, COMPLETED, FAILED};
 use crate::token::new_token;
 use listen::Listening;
 use pool::Pool;
@@ -59,69 +59,15 @@ pub struct PostgresOptions {
     pub create_table: Option<bool>,
 }
 
-/// `acquire`'s request, with the record's `meta` (JSON text).
-#[napi(object)]
-#[derive(Clone, Debug)]
-pub struct PgAcquireRequest {
-    pub key: String,
-    pub name: String,
-    pub fingerprint: String,
-    pub lease_ms: f64,
-    pub ttl_ms: Option<f64>,
-    pub force: bool,
-    pub meta: Option<String>,
-}
-
-/// `complete`'s and `fail`'s request, with how long the call took.
-#[napi(object)]
-#[derive(Clone, Debug)]
-pub struct PgSettleRequest {
-    pub key: String,
-    pub token: String,
-    pub result: Option<String>,
-    pub error: Option<String>,
-    pub ttl_ms: Option<f64>,
-    pub duration_ms: Option<f64>,
-}
-
-/// A record as JavaScript sees it (the shared record shape, with `meta` and `durationMs`).
-#[napi(object)]
-#[derive(Clone, Debug)]
-pub struct PgRecord {
-    pub key: String,
-    pub name: String,
-    pub fingerprint: String,
-    pub status: String,
-    pub result: Option<String>,
-    pub error: Option<String>,
-    pub attempts: u32,
-    pub created_at: f64,
-    pub updated_at: f64,
-    pub expires_at: Option<f64>,
-    pub lease_expires_at: Option<f64>,
-    pub meta: Option<String>,
-    pub duration_ms: Option<f64>,
-}
-
-#[napi(object)]
-#[derive(Clone, Debug)]
-pub struct PgAcquireOutcome {
-    pub acquired: bool,
-    pub token: Option<String>,
-    pub attempts: u32,
-    pub taken_over: bool,
-    pub record: Option<PgRecord>,
-}
-
 fn attempts_of(n: i32) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(0)
 }
 
 /// A row of `get.sql`/`list.sql` (and `acquire.sql`'s `found` row from column 4 on, with
 /// the key given).
-fn record_at(row: &Row, key: String, at: usize) -> PgRecord {
+fn record_at(row: &Row, key: String, at: usize) -> NativeRecord {
     let ms = |i: usize| row.get::<_, Option<i64>>(i).map(|t| t as f64);
-    PgRecord {
+    NativeRecord {
         key,
         name: row.get(at),
         fingerprint: row.get(at + 1),
@@ -133,16 +79,17 @@ fn record_at(row: &Row, key: String, at: usize) -> PgRecord {
         updated_at: ms(at + 6).unwrap_or(0.0),
         expires_at: ms(at + 7),
         lease_expires_at: ms(at + 8),
+        namespace: None,
         meta: row.get(at + 9),
         duration_ms: row.get(at + 10),
     }
 }
 
-fn record_row(row: &Row) -> PgRecord {
+fn record_row(row: &Row) -> NativeRecord {
     // key, name, fingerprint, status, result, error, attempts, created_at, updated_at,
     // expires_at, lease_expires_at, meta, duration_ms
     let ms = |i: usize| row.get::<_, Option<i64>>(i).map(|t| t as f64);
-    PgRecord {
+    NativeRecord {
         key: row.get(0),
         name: row.get(1),
         fingerprint: row.get(2),
@@ -154,13 +101,14 @@ fn record_row(row: &Row) -> PgRecord {
         updated_at: ms(8).unwrap_or(0.0),
         expires_at: ms(9),
         lease_expires_at: ms(10),
+        namespace: None,
         meta: row.get(11),
         duration_ms: row.get(12),
     }
 }
 
 /// The claim rule's view of a found record (to tell a stale snapshot from a refusal).
-fn as_claim_record(r: &PgRecord) -> Record {
+fn as_claim_record(r: &NativeRecord) -> Record {
     Record {
         key: r.key.clone(),
         name: r.name.clone(),
@@ -207,7 +155,7 @@ struct Inner {
 }
 
 impl Inner {
-    async fn acquire(&self, req: PgAcquireRequest) -> StoreResult<PgAcquireOutcome> {
+    async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
         const WHAT: &str = "PostgreSQL acquire failed";
         check_text("key", &req.key)?;
         check_text("name", &req.name)?;
@@ -242,7 +190,7 @@ impl Inner {
             let acquired: bool = row.get(0);
             let attempts = attempts_of(row.get(1));
             if acquired {
-                return Ok(PgAcquireOutcome {
+                return Ok(AcquireOutcome {
                     acquired,
                     token: Some(token),
                     attempts,
@@ -264,7 +212,7 @@ impl Inner {
             {
                 continue;
             }
-            return Ok(PgAcquireOutcome {
+            return Ok(AcquireOutcome {
                 acquired: false,
                 token: None,
                 attempts,
@@ -281,7 +229,7 @@ impl Inner {
         ))
     }
 
-    async fn settle(&self, status: &'static str, r: PgSettleRequest) -> StoreResult<bool> {
+    async fn settle(&self, status: &'static str, r: SettleRequest) -> StoreResult<bool> {
         let what = if status == COMPLETED {
             "PostgreSQL complete failed"
         } else {
@@ -334,7 +282,7 @@ impl Inner {
         Ok(row.get(0))
     }
 
-    async fn get(&self, key: String) -> StoreResult<Option<PgRecord>> {
+    async fn get(&self, key: String) -> StoreResult<Option<NativeRecord>> {
         check_text("key", &key)?;
         let rows = self
             .pool
@@ -346,7 +294,11 @@ impl Inner {
         Ok(rows.first().map(record_row))
     }
 
-    async fn list(&self, status: Option<String>, limit: Option<u32>) -> StoreResult<Vec<PgRecord>> {
+    async fn list(
+        &self,
+        status: Option<String>,
+        limit: Option<u32>,
+    ) -> StoreResult<Vec<NativeRecord>> {
         let limit = limit.map(i64::from);
         let rows = self
             .pool
@@ -522,7 +474,7 @@ impl NativePostgresStore {
     }
 
     #[napi]
-    pub async fn acquire(&self, request: PgAcquireRequest) -> Result<PgAcquireOutcome> {
+    pub async fn acquire(&self, request: AcquireRequest) -> Result<AcquireOutcome> {
         self.with(|s| async move { s.acquire(request).await }).await
     }
 
@@ -533,13 +485,13 @@ impl NativePostgresStore {
     }
 
     #[napi]
-    pub async fn complete(&self, request: PgSettleRequest) -> Result<bool> {
+    pub async fn complete(&self, request: SettleRequest) -> Result<bool> {
         self.with(|s| async move { s.settle(COMPLETED, request).await })
             .await
     }
 
     #[napi]
-    pub async fn fail(&self, request: PgSettleRequest) -> Result<bool> {
+    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
         self.with(|s| async move { s.settle(FAILED, request).await })
             .await
     }
@@ -561,7 +513,7 @@ impl NativePostgresStore {
     }
 
     #[napi]
-    pub async fn get(&self, key: String) -> Result<Option<PgRecord>> {
+    pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
         self.with(|s| async move { s.get(key).await }).await
     }
 
@@ -570,7 +522,7 @@ impl NativePostgresStore {
         &self,
         status: Option<String>,
         limit: Option<u32>,
-    ) -> Result<Vec<PgRecord>> {
+    ) -> Result<Vec<NativeRecord>> {
         self.with(|s| async move { s.list(status, limit).await })
             .await
     }

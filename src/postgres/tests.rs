@@ -58,8 +58,8 @@ impl Fixture {
     }
 }
 
-fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> PgAcquireRequest {
-    PgAcquireRequest {
+fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> AcquireRequest {
+    AcquireRequest {
         key: key.into(),
         name: "charge".into(),
         fingerprint: fp.into(),
@@ -76,8 +76,8 @@ fn settle(
     result: Option<&str>,
     error: Option<&str>,
     ttl_ms: Option<f64>,
-) -> PgSettleRequest {
-    PgSettleRequest {
+) -> SettleRequest {
+    SettleRequest {
         key: key.into(),
         token: token.into(),
         result: result.map(Into::into),
