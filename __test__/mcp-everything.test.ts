@@ -23,7 +23,7 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ROOT, tempDir } from './helpers';
-import { CLI, COUNTING, EVERYTHING, INSPECTOR, connect, count, text, until, type Proxied } from './mcp-helpers';
+import { CLI, COUNTING, EVERYTHING, INSPECTOR, connect, count, text, until, logShows, type Proxied } from './mcp-helpers';
 
 const run = promisify(execFile);
 const REPLAYED = 'idempotent-tools/replayed';
@@ -113,8 +113,8 @@ describe('idempotent-tools mcp forwards every kind of message (server-everything
 
     // The guard: a side-effecting tool (not read-only, not idempotent) replays.
     await c.callTool({ name: 'toggle-simulated-logging', arguments: {} }); // was on: a retry of that call
-    expect(p.stderr()).toMatch(/replayed\s+\S+\/toggle-simulated-logging/);
-    expect(p.stderr()).toMatch(/passed\s+\S+\/echo\s+\(readOnlyHint\)/);
+    await logShows(p, /replayed\s+\S+\/toggle-simulated-logging/);
+    await logShows(p, /passed\s+\S+\/echo\s+\(readOnlyHint\)/);
   });
 });
 

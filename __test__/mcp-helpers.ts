@@ -66,6 +66,12 @@ export async function until(condition: () => boolean, what: string, timeoutMs = 
   }
 }
 
+/** Waits until the proxy's log (its stderr) shows `line`. The log is a pipe of its own, so
+ * a line written before a response may still be on its way when the response arrives. */
+export function logShows(p: { stderr(): string }, line: RegExp): Promise<void> {
+  return until(() => line.test(p.stderr()), `the proxy's log to show ${line}`, 10_000);
+}
+
 export interface CountEvent {
   event: 'up' | 'start' | 'done' | 'look' | 'cancelled';
   id?: string;

@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, lineFrom, runNode, tempDir } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
-import { CLI, COUNTING, alive, connect, count, events, text, until, type Proxied } from './mcp-helpers';
+import { CLI, COUNTING, alive, connect, count, events, text, until, logShows, type Proxied } from './mcp-helpers';
 
 const REPLAYED = 'idempotent-tools/replayed';
 const RECORDING = join(ROOT, '__test__', 'fixtures', 'mcp-recording-server.mjs');
@@ -69,8 +69,8 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(rs.every((r) => r.status === 'completed' && r.expiresAt !== null)).toBe(true);
     const shown = await runNode([CLI, '--db', db, 'inspect']);
     expect(shown.stdout).toContain('counting/act');
-    expect(p.stderr()).toMatch(/executed\s+counting\/act/);
-    expect(p.stderr()).toMatch(/replayed\s+counting\/act/);
+    await logShows(p, /executed\s+counting\/act/);
+    await logShows(p, /replayed\s+counting\/act/);
   });
 
   it("a client's _meta.idempotencyKey is the key; reused for other arguments it is refused", async () => {
@@ -231,7 +231,7 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(((await held) as McpError).message).toMatch(clear);
     expect(((await waiting) as McpError).message).toMatch(clear);
     await until(() => closed && !alive(p.pid), 'the proxy to exit');
-    expect(p.stderr()).toMatch(/exited or closed its connection/);
+    await logShows(p, /exited or closed its connection/);
   });
 
   it('closing the client closes the server', async () => {
@@ -254,8 +254,8 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     await p.client.callTool({ name: 'put', arguments: { id: 'p' } });
     expect(count(log, 'start', 'p')).toBe(2);
     expect(await records(db)).toEqual([]);
-    expect(p.stderr()).toMatch(/passed\s+counting\/look\s+\(readOnlyHint\)/);
-    expect(p.stderr()).toMatch(/passed\s+counting\/put\s+\(idempotentHint\)/);
+    await logShows(p, /passed\s+counting\/look\s+\(readOnlyHint\)/);
+    await logShows(p, /passed\s+counting\/put\s+\(idempotentHint\)/);
 
     const configFile = join(dir, 'guard.json');
     writeFileSync(configFile, JSON.stringify({ tools: { 'p*': { guard: true }, act: { guard: false } } }));
@@ -291,7 +291,7 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(r2.isError).toBe(true);
     expect(r2._meta?.[REPLAYED]).toBeUndefined();
     expect(count(log, 'start', 'e')).toBe(2);
-    expect(p.stderr()).toMatch(/isError\s+counting\/act.*a retry runs again/);
+    await logShows(p, /isError\s+counting\/act.*a retry runs again/);
 
     const configFile = join(dir, 'errors.json');
     writeFileSync(configFile, JSON.stringify({ tools: { act: { isError: 'replay' } } }));
