@@ -13,6 +13,7 @@ mod hashing;
 mod postgres;
 mod record;
 mod redis_store;
+mod runtime;
 mod sqlite;
 mod token;
 
