@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, runNode, tempDir } from './helpers';
+import { PG_URL } from './postgres-server';
 import { sharedRedis } from './redis-server';
 
 const TORTURE = join(ROOT, 'stress', 'torture.js');
@@ -13,9 +14,9 @@ const redis = await sharedRedis();
 afterAll(() => redis.stop());
 
 describe.concurrent('torture (short)', () => {
-  for (const store of ['sqlite', 'redis']) {
+  for (const store of ['sqlite', 'redis', 'postgres']) {
     it(`${store}: 8 processes, random kills, mixed raise/block/retry: clean verdict`, async () => {
-      const r = await runNode([TORTURE, '--store', store, '--seconds', '6', '--redis', redis.url]);
+      const r = await runNode([TORTURE, '--store', store, '--seconds', '6', '--redis', redis.url, '--postgres', PG_URL]);
       expect(r.stdout, r.stderr).toMatch(/: CLEAN: /);
       expect(r.stdout).toMatch(/0 crashed/);
       expect(r.stdout).toMatch(/0 unexplained/);

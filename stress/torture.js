@@ -4,8 +4,12 @@
 // ones. At the end it checks every key's side-effect log against the store and prints a
 // one-line verdict.
 //
-//   node stress/torture.js [--store sqlite|redis] [--seconds 600] [--workers 8] [--keys 40]
-//                          [--redis redis://127.0.0.1:6379/15]
+//   node stress/torture.js [--store sqlite|redis|postgres] [--seconds 600] [--workers 8]
+//                          [--keys 40] [--redis redis://127.0.0.1:6379/15]
+//                          [--postgres postgres://postgres@127.0.0.1:5432/postgres]
+//
+// On Postgres each run has a table of its own, `torture_<pid>_<time>` (its records are
+// cleared at the end like every store's; the empty table stays).
 //
 // What the verdict checks, from the log and the store:
 // - No call that starts after a completion of its key was recorded ever runs. (A call that
@@ -40,6 +44,7 @@ const { values } = parseArgs({
     workers: { type: 'string', default: '8' },
     keys: { type: 'string', default: '40' },
     redis: { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379/15' },
+    postgres: { type: 'string', default: process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres' },
     worker: { type: 'string' }, // internal: run as a worker with this JSON config
     verify: { type: 'string' }, // check a kept log again: node stress/torture.js --verify effects.log
     finals: { type: 'string' }, // with --verify: the final records, {key: {by, attempt}} (JSON file)
@@ -50,9 +55,16 @@ const { values } = parseArgs({
 const MODES = ['raise', 'block', 'retry'];
 
 function openStore(config) {
-  return config.store === 'redis'
-    ? new lib.RedisStore({ url: config.redis, prefix: config.prefix })
-    : new lib.SqliteStore({ path: config.db });
+  switch (config.store) {
+    case 'redis':
+      return new lib.RedisStore({ url: config.redis, prefix: config.prefix });
+    case 'postgres':
+      return new lib.PostgresStore({ url: config.postgres, table: config.table });
+    case 'sqlite':
+      return new lib.SqliteStore({ path: config.db });
+    default:
+      throw new Error(`--store must be sqlite, redis or postgres, not "${config.store}"`);
+  }
 }
 
 // ---- a worker: calls random keys in random modes until it is killed or told to stop
@@ -252,6 +264,8 @@ async function main() {
     store: values.store,
     db: join(dir, 'store.db'),
     redis: values.redis,
+    postgres: values.postgres,
+    table: `torture_${process.pid}_${Date.now()}`,
     prefix: `torture:${process.pid}:${Date.now()}:`,
     log: join(dir, 'effects.log'),
     keys,
