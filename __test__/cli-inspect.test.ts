@@ -239,13 +239,16 @@ describe('inspect --follow', () => {
   });
 
   it('Redis: the same, noticed by a poll', async () => {
-    const { url } = await sharedRedis();
+    // This file's only Redis test: the server stops with it (it was left running, one
+    // redis-server per run of the suite).
+    const redis = await sharedRedis();
     const prefix = uniquePrefix();
-    const store = new lib.RedisStore({ url, prefix });
+    const store = new lib.RedisStore({ url: redis.url, prefix });
     try {
-      await followsSettles(['--redis', url, '--prefix', prefix], store, /a poll/);
+      await followsSettles(['--redis', redis.url, '--prefix', prefix], store, /a poll/);
     } finally {
       await store.close();
+      await redis.stop();
     }
   });
 });

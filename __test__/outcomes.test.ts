@@ -5,7 +5,7 @@
 
 import { spawn } from 'node:child_process';
 import { createConnection } from 'node:net';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 
 import { lib, lineFrom, tempDb } from './helpers';
 import { RedisServer, sharedRedis, uniquePrefix } from './redis-server';
@@ -168,6 +168,7 @@ describe('settles that fail for a moment are retried', () => {
 
   it('Redis: a complete whose reply times out but which was applied is reported as recorded, not as lost', async () => {
     const server = await RedisServer.start(['--enable-debug-command', 'yes']);
+    onTestFinished(() => server.kill());
     const store = new RedisStore({ url: server.url, prefix: uniquePrefix(), commandTimeoutMs: 300 });
     const events: string[] = [];
     let runs = 0;
@@ -190,6 +191,5 @@ describe('settles that fail for a moment are retried', () => {
     expect(await pay('o-2')).toEqual({ order: 'o-2', id: 'p_2' });
     expect(runs).toBe(1);
     await store.close();
-    await server.kill();
   });
 });
