@@ -6,17 +6,20 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, runNode, tempDir } from './helpers';
-import { PG_URL } from './postgres-server';
+import { PG_URL, dropTables, uniqueTable } from './postgres-server';
 import { sharedRedis } from './redis-server';
 
 const TORTURE = join(ROOT, 'stress', 'torture.js');
 const redis = await sharedRedis();
-afterAll(() => redis.stop());
+afterAll(async () => {
+  await redis.stop();
+  await dropTables();
+});
 
 describe.concurrent('torture (short)', () => {
   for (const store of ['sqlite', 'redis', 'postgres']) {
     it(`${store}: 8 processes, random kills, mixed raise/block/retry: clean verdict`, async () => {
-      const r = await runNode([TORTURE, '--store', store, '--seconds', '6', '--redis', redis.url, '--postgres', PG_URL]);
+      const r = await runNode([TORTURE, '--store', store, '--seconds', '6', '--redis', redis.url, '--postgres', PG_URL, '--table', uniqueTable()]);
       expect(r.stdout, r.stderr).toMatch(/: CLEAN: /);
       expect(r.stdout).toMatch(/0 crashed/);
       expect(r.stdout).toMatch(/0 unexplained/);

@@ -6,10 +6,10 @@
 //
 //   node stress/torture.js [--store sqlite|redis|postgres] [--seconds 600] [--workers 8]
 //                          [--keys 40] [--redis redis://127.0.0.1:6379/15]
-//                          [--postgres postgres://postgres@127.0.0.1:5432/postgres]
+//                          [--postgres postgres://postgres@127.0.0.1:5432/postgres] [--table T]
 //
-// On Postgres each run has a table of its own, `torture_<pid>_<time>` (its records are
-// cleared at the end like every store's; the empty table stays).
+// On Postgres each run has a table of its own (--table, default `torture_<pid>_<time>`);
+// its records are cleared at the end like every store's, and the empty table stays.
 //
 // What the verdict checks, from the log and the store:
 // - No call that starts after a completion of its key was recorded ever runs. (A call that
@@ -45,6 +45,7 @@ const { values } = parseArgs({
     keys: { type: 'string', default: '40' },
     redis: { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379/15' },
     postgres: { type: 'string', default: process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres' },
+    table: { type: 'string' },
     worker: { type: 'string' }, // internal: run as a worker with this JSON config
     verify: { type: 'string' }, // check a kept log again: node stress/torture.js --verify effects.log
     finals: { type: 'string' }, // with --verify: the final records, {key: {by, attempt}} (JSON file)
@@ -265,7 +266,7 @@ async function main() {
     db: join(dir, 'store.db'),
     redis: values.redis,
     postgres: values.postgres,
-    table: `torture_${process.pid}_${Date.now()}`,
+    table: values.table ?? `torture_${process.pid}_${Date.now()}`,
     prefix: `torture:${process.pid}:${Date.now()}:`,
     log: join(dir, 'effects.log'),
     keys,
