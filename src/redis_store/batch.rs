@@ -38,33 +38,25 @@ pub struct SettleReply {
     pub error: Option<String>,
 }
 
+/// A call's result as the two optional fields a reply carries.
+fn split<T>(result: StoreResult<T>) -> (Option<T>, Option<String>) {
+    match result {
+        Ok(value) => (Some(value), None),
+        Err(e) => (None, Some(e.message)),
+    }
+}
+
 impl From<StoreResult<AcquireOutcome>> for AcquireReply {
-    fn from(r: StoreResult<AcquireOutcome>) -> Self {
-        match r {
-            Ok(outcome) => AcquireReply {
-                outcome: Some(outcome),
-                error: None,
-            },
-            Err(e) => AcquireReply {
-                outcome: None,
-                error: Some(e.message),
-            },
-        }
+    fn from(result: StoreResult<AcquireOutcome>) -> Self {
+        let (outcome, error) = split(result);
+        AcquireReply { outcome, error }
     }
 }
 
 impl From<StoreResult<bool>> for SettleReply {
-    fn from(r: StoreResult<bool>) -> Self {
-        match r {
-            Ok(settled) => SettleReply {
-                settled: Some(settled),
-                error: None,
-            },
-            Err(e) => SettleReply {
-                settled: None,
-                error: Some(e.message),
-            },
-        }
+    fn from(result: StoreResult<bool>) -> Self {
+        let (settled, error) = split(result);
+        SettleReply { settled, error }
     }
 }
 
@@ -108,8 +100,9 @@ async fn acquire_pipelined(
                 if let Ok(Ok(Some(record))) =
                     reply.map(|v| inner.completed_from(WHAT, &req.key, &v))
                 {
-                    inner.bias.found_completed(true);
-                    *slot = Some(Ok(super::refused_by(record)));
+                    let replay = super::refused_by(record);
+                    inner.bias.saw(&replay);
+                    *slot = Some(Ok(replay));
                 }
             }
         }
@@ -126,8 +119,7 @@ async fn acquire_pipelined(
         for ((&i, token), reply) in open.iter().zip(tokens).zip(replies) {
             let outcome = reply.and_then(|v| inner.claim_outcome(WHAT, &requests[i], token, &v));
             if let Ok(o) = &outcome {
-                let completed = o.record.as_ref().is_some_and(|r| r.status == COMPLETED);
-                inner.bias.found_completed(completed);
+                inner.bias.saw(o);
             }
             out[i] = Some(outcome);
         }

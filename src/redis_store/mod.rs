@@ -93,9 +93,15 @@ impl ReplayBias {
         self.0.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
-    fn found_completed(&self, yes: bool) {
+    /// Learns from one acquire's outcome: up when it met a completed record (a replay),
+    /// down otherwise (a claim, a call in flight).
+    fn saw(&self, outcome: &AcquireOutcome) {
         use std::sync::atomic::Ordering::Relaxed;
-        let step = if yes { 1 } else { -1 };
+        let replay = outcome
+            .record
+            .as_ref()
+            .is_some_and(|r| r.status == COMPLETED);
+        let step = if replay { 1 } else { -1 };
         let _ = self.0.fetch_update(Relaxed, Relaxed, |v| {
             Some((v + step).clamp(-Self::BOUND, Self::BOUND))
         });
@@ -293,16 +299,13 @@ impl Inner {
             // The read is only a shortcut: when it fails (a cluster pipeline is not
             // redirected by ASK while its slot migrates, say), the claim script decides.
             if let Ok(Some(record)) = self.completed(WHAT, &req.key).await {
-                self.bias.found_completed(true);
-                return Ok(refused_by(record));
+                let replay = refused_by(record);
+                self.bias.saw(&replay);
+                return Ok(replay);
             }
         }
         let outcome = self.claim(WHAT, &req).await?;
-        let completed = outcome
-            .record
-            .as_ref()
-            .is_some_and(|r| r.status == COMPLETED);
-        self.bias.found_completed(completed);
+        self.bias.saw(&outcome);
         Ok(outcome)
     }
 

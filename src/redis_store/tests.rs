@@ -1483,7 +1483,7 @@ async fn leaning_to_reads(s: &NativeRedisStore) {
 }
 
 #[tokio::test]
-async fn a_batch_is_one_pipeline_and_each_call_keeps_its_own_outcome() {
+async fn a_batch_reads_first_claims_the_rest_and_each_call_keeps_its_own_outcome() {
     let server = Server::start(&[]);
     let s = store_at(&server.url(), "p:");
     leaning_to_reads(&s).await;
