@@ -1,8 +1,9 @@
 'use strict';
 /**
  * Where the CPU of a Redis call goes, 64 calls in flight: CPU time per call of each of
- * this process's threads (the JavaScript thread, V8's helper threads, the Tokio workers
- * that drive the connection), read from /proc, and of the Redis server (INFO cpu).
+ * this process's threads (the JavaScript thread, V8's helper threads, the Tokio worker
+ * that drives the connection, named `idempotent-io`), read from /proc, and of the Redis
+ * server (INFO cpu).
  * Throughput on a 2-core machine is bounded by their sum, so this says which part to
  * shrink. Linux only.
  *

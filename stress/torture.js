@@ -54,6 +54,7 @@ const { values } = parseArgs({
 });
 
 const MODES = ['raise', 'block', 'retry'];
+const STORES = ['sqlite', 'redis', 'postgres'];
 
 function openStore(config) {
   switch (config.store) {
@@ -61,10 +62,8 @@ function openStore(config) {
       return new lib.RedisStore({ url: config.redis, prefix: config.prefix });
     case 'postgres':
       return new lib.PostgresStore({ url: config.postgres, table: config.table });
-    case 'sqlite':
-      return new lib.SqliteStore({ path: config.db });
     default:
-      throw new Error(`--store must be sqlite, redis or postgres, not "${config.store}"`);
+      return new lib.SqliteStore({ path: config.db });
   }
 }
 
@@ -257,6 +256,7 @@ function verify(file, finals) {
 
 // ---- the conductor
 async function main() {
+  if (!STORES.includes(values.store)) throw new Error(`--store must be ${STORES.join(', ')}, not "${values.store}"`);
   const seconds = Number(values.seconds);
   const workers = Number(values.workers);
   const keys = Number(values.keys);

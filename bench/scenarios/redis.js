@@ -232,13 +232,9 @@ async function redis(ctx) {
         });
         const byName = Object.fromEntries(res.map((r) => [r.name, r]));
         const oursR = byName['idempotent-tools'];
-        const pt = byName['Powertools (CachePersistenceLayer)'];
         const ni = byName['@node-idempotency/core'];
-        const fasterAlt = pt.medianUsPerOp <= ni.medianUsPerOp ? pt : ni;
         const run = { results: res };
         if (oursR) {
-          run.speedupVsFasterAlternative = pairedRatio(fasterAlt, oursR);
-          run.fasterAlternative = fasterAlt.name;
           run.fractionOfFloor = 1 / oursR.timeRatioVsBaseline;
           run.speedupVsNodeIdempotency = pairedRatio(ni, oursR);
         }
