@@ -1112,9 +1112,19 @@ async fn a_hung_server_is_an_error_within_the_command_timeout() {
     }
 }
 
-/// Top-level commands the store sends, as `redis-cli MONITOR` sees them.
-fn monitor(port: u16) -> (Child, PathBuf) {
-    let out = std::env::temp_dir().join(format!("idempotent-tools-monitor-{}", &new_token()[..12]));
+/// Top-level commands the store sends, as `redis-cli MONITOR` sees them. The watch starts
+/// and ends with a marker command sent on another connection: once MONITOR has printed a
+/// marker, it has printed everything the server ran before it, so no wait is guessed.
+struct Monitor {
+    child: Child,
+    out: PathBuf,
+    admin: redis::Connection,
+    marker: String,
+}
+
+fn monitor(port: u16) -> Monitor {
+    let marker = format!("idt-monitor-{}", &new_token()[..12]);
+    let out = std::env::temp_dir().join(&marker);
     let file = std::fs::File::create(&out).unwrap();
     let child = Command::new("redis-cli")
         .args(["-p", &port.to_string(), "monitor"])
@@ -1122,23 +1132,54 @@ fn monitor(port: u16) -> (Child, PathBuf) {
         .stderr(Stdio::null())
         .spawn()
         .expect("redis-cli");
-    std::thread::sleep(Duration::from_millis(300));
-    (child, out)
+    let mut m = Monitor {
+        child,
+        out,
+        admin: admin(&format!("redis://127.0.0.1:{port}/")),
+        marker,
+    };
+    // MONITOR only shows commands run after it registered: repeat the marker until it shows.
+    m.mark_until_seen("start", true);
+    m
 }
 
-fn monitored(mut child: Child, out: PathBuf) -> Vec<String> {
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = child.kill();
-    let _ = child.wait();
-    let mut text = String::new();
-    std::fs::File::open(&out)
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    let _ = std::fs::remove_file(&out);
+impl Monitor {
+    fn text(&self) -> String {
+        let mut text = String::new();
+        std::fs::File::open(&self.out)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    }
+
+    fn mark_until_seen(&mut self, what: &str, repeat: bool) {
+        let mark = format!("{}-{what}", self.marker);
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut sent = false;
+        while !self.text().contains(&mark) {
+            assert!(Instant::now() < until, "MONITOR never printed {mark}");
+            if repeat || !sent {
+                let _: String = redis::cmd("ECHO")
+                    .arg(&mark)
+                    .query(&mut self.admin)
+                    .unwrap();
+                sent = true;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn monitored(mut m: Monitor) -> Vec<String> {
+    m.mark_until_seen("end", false);
+    let _ = m.child.kill();
+    let _ = m.child.wait();
+    let text = m.text();
+    let _ = std::fs::remove_file(&m.out);
     // Lines of commands run inside a script read "[db lua]"; the client's own read "[db ip:port]".
     text.lines()
-        .filter(|l| l.contains("127.0.0.1:") && !l.contains("lua]"))
+        .filter(|l| l.contains("127.0.0.1:") && !l.contains("lua]") && !l.contains(&m.marker))
         .map(str::to_string)
         .collect()
 }
@@ -1162,7 +1203,7 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
         .await
         .unwrap());
 
-    let (child, out) = monitor(server.port);
+    let watch = monitor(server.port);
     let a = s
         .inner
         .acquire(req("k", "fp", 10_000.0, None, false))
@@ -1176,7 +1217,7 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
         )
         .await
         .unwrap());
-    let first = monitored(child, out);
+    let first = monitored(watch);
     assert_eq!(first.len(), 2, "{first:#?}");
     assert!(
         first
@@ -1185,14 +1226,14 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
         "{first:#?}"
     );
 
-    let (child, out) = monitor(server.port);
+    let watch = monitor(server.port);
     let replay = s
         .inner
         .acquire(req("k", "fp", 10_000.0, None, false))
         .await
         .unwrap();
     assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
-    let second = monitored(child, out);
+    let second = monitored(watch);
     assert_eq!(second.len(), 1, "{second:#?}");
 
     // Once replays are what the store sees, a replay reads without a script: one HMGET
@@ -1203,14 +1244,14 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
             .await
             .unwrap();
     }
-    let (child, out) = monitor(server.port);
+    let watch = monitor(server.port);
     let replay = s
         .inner
         .acquire(req("k", "fp", 10_000.0, None, false))
         .await
         .unwrap();
     assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
-    let third = monitored(child, out);
+    let third = monitored(watch);
     assert_eq!(third.len(), 1, "{third:#?}");
     assert!(third.iter().any(|l| l.contains("\"HMGET\"")), "{third:#?}");
     assert!(
@@ -1495,7 +1536,7 @@ async fn a_batch_reads_first_claims_the_rest_and_each_call_keeps_its_own_outcome
         .query(&mut con)
         .unwrap();
 
-    let (child, out) = monitor(server.port);
+    let watch = monitor(server.port);
     let replies = batch::acquire(
         s.inner.clone(),
         vec![
@@ -1506,7 +1547,7 @@ async fn a_batch_reads_first_claims_the_rest_and_each_call_keeps_its_own_outcome
         ],
     )
     .await;
-    let seen = monitored(child, out);
+    let seen = monitored(watch);
     let replay = replies[0].outcome.as_ref().unwrap();
     assert!(!replay.acquired);
     assert_eq!(replay.record.as_ref().unwrap().result.as_deref(), Some("0"));
