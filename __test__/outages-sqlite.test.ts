@@ -85,6 +85,28 @@ describe('SqliteStore outages', () => {
     await store.close();
   });
 
+  it('a full disk and a claim bigger than the write cache: the cause is reported, not a savepoint error', async () => {
+    const dir = tmpfs(1024);
+    const store = new SqliteStore({ path: join(dir, 'store.db') });
+    const { op, state } = counted(store);
+    expect(await op('before')).toBe('before');
+    const filler = fill(dir);
+
+    // SQLite spills a claim this big to the WAL inside its own job, hits the full disk
+    // there, and rolls back the whole transaction itself.
+    const huge = 'k'.repeat(4_000_000);
+    const err = await op.withKey(huge)('x').then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toMatch(/full/);
+    expect((err as Error).message).not.toMatch(/savepoint/);
+    expect(state.runs).toBe(1);
+
+    rmSync(filler);
+    expect(await op('after')).toBe('after');
+    expect(state.runs).toBe(2);
+    await store.close();
+  });
+
   it('a full disk and a small claim: StoreError, fn not run, nothing recorded; works again once there is space', async () => {
     const dir = tmpfs(1024);
     const store = new SqliteStore({ path: join(dir, 'store.db') });

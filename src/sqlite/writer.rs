@@ -22,6 +22,8 @@ const MAX_BATCH: usize = 256;
 trait Job: Send {
     /// Runs the job's statements; false when they failed (and must be rolled back).
     fn run(&mut self, conn: &Connection) -> bool;
+    /// Why `run` failed, if it did.
+    fn failure(&self) -> Option<StoreFailure>;
     /// Answers the caller, once the fate of the transaction is known.
     fn settle(self: Box<Self>, commit: StoreResult<()>);
 }
@@ -44,6 +46,10 @@ impl<T: Send, F: FnOnce(&Connection) -> StoreResult<T> + Send> Job for Task<T, F
         let ok = outcome.is_ok();
         self.outcome = Some(outcome);
         ok
+    }
+
+    fn failure(&self) -> Option<StoreFailure> {
+        self.outcome.as_ref()?.as_ref().err().cloned()
     }
 
     fn settle(self: Box<Self>, commit: StoreResult<()>) {
@@ -153,25 +159,37 @@ fn run(
                 }
             }
         }
-        let commit = commit_batch(&conn, &mut batch).map_err(&describe);
+        let commit = commit_batch(&conn, &mut batch, &describe);
         for job in batch {
             job.settle(commit.clone());
         }
     }
 }
 
-fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Job>]) -> rusqlite::Result<()> {
-    conn.execute_batch("BEGIN IMMEDIATE")?;
+fn commit_batch(
+    conn: &Connection,
+    batch: &mut [Box<dyn Job>],
+    describe: impl Fn(rusqlite::Error) -> StoreFailure,
+) -> StoreResult<()> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(&describe)?;
     let ran = (|| {
         for job in batch.iter_mut() {
-            conn.execute_batch("SAVEPOINT job")?;
+            conn.execute_batch("SAVEPOINT job").map_err(&describe)?;
             if job.run(conn) {
-                conn.execute_batch("RELEASE job")?;
+                conn.execute_batch("RELEASE job").map_err(&describe)?;
+            } else if conn.is_autocommit() {
+                // Some errors (a full disk, an I/O error) make SQLite roll back the whole
+                // transaction itself: every job's work in it is gone, and the job's own
+                // error is the cause the whole batch fails with.
+                return Err(job
+                    .failure()
+                    .unwrap_or_else(|| StoreFailure::new("the transaction was rolled back")));
             } else {
-                conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+                conn.execute_batch("ROLLBACK TO job; RELEASE job")
+                    .map_err(&describe)?;
             }
         }
-        conn.execute_batch("COMMIT")
+        conn.execute_batch("COMMIT").map_err(&describe)
     })();
     if ran.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
