@@ -5,7 +5,7 @@ import { chmodSync, chownSync, mkdirSync, readdirSync, statSync, writeFileSync }
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { lib, tempDir } from './helpers';
+import { ROOT, lib, runNode, tempDir } from './helpers';
 
 const { idempotent, SqliteStore, StoreError } = lib;
 
@@ -24,6 +24,24 @@ async function refusedWithoutRunning(store: InstanceType<typeof SqliteStore>, pa
 }
 
 describe('SqliteStore files', () => {
+  it('a process stays alive until its writes are answered, and exits on its own with the store left open', async () => {
+    // The writes' promises are answered through one threadsafe function per store, which
+    // holds the process open only while a promise is pending: a script whose only work is
+    // a call must not exit before the commit, nor hang after it.
+    const path = join(tempDir(), 'store.db');
+    const script = `
+      const { idempotent, SqliteStore } = require(${JSON.stringify(ROOT)});
+      const store = new SqliteStore({ path: ${JSON.stringify(path)} });
+      const charge = idempotent(async function charge(n) { return { n }; }, { store });
+      charge(1).then((r) => charge(1).then((again) => console.log(JSON.stringify([r, again]))));
+    `;
+    for (const round of [1, 2]) {
+      const done = await runNode(['-e', script]);
+      expect(done.stderr).toBe('');
+      expect([round, done.code, done.stdout.trim()]).toEqual([round, 0, '[{"n":1},{"n":1}]']);
+    }
+  });
+
   it('creates missing folders 0700 and the file (and its WAL files) 0600, whatever the umask', async () => {
     const dir = tempDir();
     const path = join(dir, 'a', 'b', 'store.db');

@@ -14,6 +14,7 @@ mod fault;
 mod open;
 mod permissions;
 mod queries;
+mod replies;
 mod schema;
 mod watch;
 mod writer;
@@ -36,6 +37,7 @@ use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{NativeRecord, NativeStats, ReplayHit, SettleRequest, COMPLETED, FAILED};
 use open::{Durability, Settings, StoreFile};
 use queries::{Scope, Settle};
+use replies::Replies;
 use writer::Writer;
 
 const DEFAULT_BUSY_TIMEOUT_MS: f64 = 5000.0;
@@ -63,6 +65,8 @@ struct Open {
     /// Bumped by the writer when it had to reopen the file; readers then reopen too.
     generation: Arc<AtomicU64>,
     writer: Writer,
+    /// The writes' promises (see `replies.rs`).
+    replies: Arc<Replies>,
     reader: Reader,
     peek: Reader,
 }
@@ -123,15 +127,22 @@ fn open_store(options: SqliteOptions) -> StoreResult<Open> {
     let peek = file.open_reader(Duration::ZERO)?;
     let generation = Arc::new(AtomicU64::new(0));
     let writer_label = label.clone();
-    let writer = Writer::start(file.clone(), opened, generation.clone(), move |e| {
-        StoreFailure::at(&writer_label, "store write failed", open::describe(e))
-    })?;
+    let replies = Replies::new();
+    let flushing = replies.clone();
+    let writer = Writer::start(
+        file.clone(),
+        opened,
+        generation.clone(),
+        move |e| StoreFailure::at(&writer_label, "store write failed", open::describe(e)),
+        Arc::new(move || flushing.flush()),
+    )?;
     Ok(Open {
         label,
         scope,
         file,
         generation,
         writer,
+        replies,
         reader: Mutex::new(Some((reader, 0))),
         peek: Mutex::new(Some((peek, 0))),
     })
@@ -162,24 +173,22 @@ impl NativeSqliteStore {
         }
     }
 
-    /// Queues a write and returns its promise, which the writer thread settles itself
-    /// once the commit is done: no async runtime thread in between.
+    /// Queues a write and returns its promise, which the writer thread answers once the
+    /// commit is done, together with the rest of its batch: no async runtime thread in
+    /// between.
     fn write<'env, T, F>(&self, env: &'env Env, work: F) -> Result<Object<'env>>
     where
         T: ToNapiValue + Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let (deferred, promise) = env.create_deferred::<T, Box<dyn FnOnce(Env) -> Result<T>>>()?;
+        let (promise, answer) = self.inner.replies.promise::<T>(env)?;
         let label = self.inner.label.clone();
         self.inner.writer.submit(
             move |conn| {
                 work(conn)
                     .map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e)))
             },
-            Box::new(move |outcome| match outcome {
-                Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
-                Err(failure) => deferred.reject(failure.into()),
-            }),
+            Box::new(answer),
         );
         Ok(promise)
     }

@@ -4,7 +4,8 @@
 //! the next one (group commit): with `synchronous = FULL`, 64 concurrent calls cost a
 //! handful of fsyncs instead of 64. Each job runs inside its own savepoint, so one job's
 //! failure rolls back only its own statements. A job's answer is sent only after the
-//! COMMIT has returned, so no caller hears of a write that is not yet durable.
+//! COMMIT has returned, so no caller hears of a write that is not yet durable; the
+//! batch's answers then go out together (`Flush`: see `replies.rs`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,9 +29,12 @@ trait Job: Send {
     fn settle(self: Box<Self>, commit: StoreResult<()>);
 }
 
-/// Where a job's answer goes: straight to a JavaScript promise (see `mod.rs`), so no
+/// Where a job's answer goes: to its JavaScript promise's queue (see `replies.rs`), so no
 /// other thread stands between the commit and the caller.
 pub type Reply<T> = Box<dyn FnOnce(StoreResult<T>) + Send>;
+
+/// Sends the answers given so far to JavaScript; called once per batch.
+pub type Flush = Arc<dyn Fn() + Send + Sync>;
 
 struct Task<T, F> {
     work: Option<F>,
@@ -66,6 +70,7 @@ impl<T: Send, F: FnOnce(&Connection) -> StoreResult<T> + Send> Job for Task<T, F
 pub struct Writer {
     queue: Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    flush: Flush,
 }
 
 impl Writer {
@@ -76,17 +81,20 @@ impl Writer {
         opened: (Connection, Option<FileId>),
         generation: Arc<AtomicU64>,
         describe: impl Fn(rusqlite::Error) -> StoreFailure + Send + 'static,
+        flush: Flush,
     ) -> StoreResult<Self> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
+        let batch_done = flush.clone();
         let thread = std::thread::Builder::new()
             .name("idempotent-tools-sqlite-writer".into())
-            .spawn(move || run(&file, opened, &generation, jobs, describe))
+            .spawn(move || run(&file, opened, &generation, jobs, describe, &*batch_done))
             .map_err(|e| {
                 StoreFailure::new(format!("cannot start the store's writer thread: {e}"))
             })?;
         Ok(Writer {
             queue: Mutex::new(Some(queue)),
             thread: Mutex::new(Some(thread)),
+            flush,
         })
     }
 
@@ -102,7 +110,8 @@ impl Writer {
             Err(_) => None,
         };
         let Some(queue) = queue else {
-            return reply(Err(StoreFailure::new("the store is closed")));
+            reply(Err(StoreFailure::new("the store is closed")));
+            return (self.flush)();
         };
         if let Err(mpsc::SendError(task)) = queue.send(Box::new(Task {
             work: Some(work),
@@ -110,6 +119,7 @@ impl Writer {
             reply,
         })) {
             task.settle(Err(StoreFailure::new("the store is closed")));
+            (self.flush)();
         }
     }
 
@@ -131,6 +141,7 @@ fn run(
     generation: &AtomicU64,
     jobs: mpsc::Receiver<Box<dyn Job>>,
     describe: impl Fn(rusqlite::Error) -> StoreFailure,
+    flush: &(dyn Fn() + Send + Sync),
 ) {
     let (mut conn, mut id) = opened;
     while let Ok(first) = jobs.recv() {
@@ -155,6 +166,7 @@ fn run(
                     for job in batch {
                         job.settle(Err(e.clone()));
                     }
+                    flush();
                     continue;
                 }
             }
@@ -163,6 +175,7 @@ fn run(
         for job in batch {
             job.settle(commit.clone());
         }
+        flush();
     }
 }
 
