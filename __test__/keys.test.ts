@@ -14,6 +14,24 @@ function wrap(options: Parameters<typeof idempotent>[1] = {}) {
   return { fn, store, runs: () => runs };
 }
 
+describe('derived keys are pinned', () => {
+  it('a call derives the key it derived in earlier versions (else an upgrade would run finished calls again)', () => {
+    // Computed by the release before canonicalArgsJson; any change to the encoding or the
+    // hashing shows here.
+    const fn = idempotent(function chargeCard(..._args: unknown[]) {
+      return 1;
+    }, { store: new SqliteStore({ path: tempDb() }) });
+    const pinned: Array<[unknown[], string]> = [
+      [[], '35c63ba10584fd60aec545229f2555e2adaba65ceb24c29e4d99a8be884f9a6f'],
+      [[{ customer: 'cus_1', amount: 1000, currency: 'eur' }], '6c9cb1ee10d38675021e3d4c0defcf0ce3be29f668f1913b053982b858e15ad6'],
+      [['x', 2, null, true, [1, { b: 2, a: 1 }], { z: { y: [] } }], 'c487bd64702d9a158c03736529547a451aed77936e43c6c72c523d25331d8d14'],
+      [[new Date(0), undefined], '20b727f52bebead628db9f8f578f234226e76af3422e6ae93107b2fe23d07ecc'],
+      [['\u00e9\ud83d\ude00'], 'edad03d96cd9a6ab208758c26b119476bf09616eda808c416d17e1c8d1fd0ed7'],
+    ];
+    for (const [args, key] of pinned) expect(fn.keyFor(...args)).toBe(key);
+  });
+});
+
 describe('derived keys', () => {
   it('object key order does not matter, at any depth', () => {
     const { fn } = wrap();

@@ -50,6 +50,24 @@ export function canonicalJson(value: unknown): string {
   return encode(value, '', [], 'sorted', 0);
 }
 
+/**
+ * `canonicalJson` of an argument list the wrapper built itself (a rest parameter, or a
+ * slice of one): a plain array without holes or extra properties by construction, so
+ * only its elements are walked. Every call encodes one, replays included.
+ */
+export function canonicalArgsJson(args: unknown[]): string {
+  const ancestors: object[] = [args];
+  let out = '[';
+  for (let i = 0; i < args.length; i++) {
+    try {
+      out += (i === 0 ? '' : ',') + encode(args[i], String(i), ancestors, 'sorted', 1);
+    } catch (err) {
+      throw within(err, i);
+    }
+  }
+  return out + ']';
+}
+
 /** Encodes a result in its own key order (the text `JSON.stringify` gives), under the same rules. */
 export function resultJson(value: unknown): string {
   return encode(value, '', [], 'own', 0);

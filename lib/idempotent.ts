@@ -5,7 +5,7 @@
 
 import { withArgsPreview } from './args-preview.js';
 import { running } from './call-context.js';
-import { Unencodable, canonicalJson, resultJson as encodeResult } from './canonical.js';
+import { Unencodable, canonicalArgsJson, canonicalJson, resultJson as encodeResult } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
 import {
   DuplicateInFlightError,
@@ -82,9 +82,9 @@ function checkKey(key: unknown, where: string): asserts key is string {
   }
 }
 
-function encodeOrThrow(value: unknown, root: string, name: string): string {
+function encodeOrThrow(value: unknown, root: string, name: string, encode: (v: never) => string = canonicalJson): string {
   try {
-    return canonicalJson(value);
+    return encode(value as never);
   } catch (err) {
     if (!(err instanceof Unencodable)) throw err;
     throw new TypeError(
@@ -125,7 +125,8 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
   if (payload === undefined) {
     throw new TypeError(`idempotent-tools: the "payload" option of "${c.name}" returned undefined; return the data that identifies the call`);
   }
-  const payloadJson = encodeOrThrow(payload, root, c.name);
+  // The wrapper's own argument list needs no check of the array itself (see canonicalArgsJson).
+  const payloadJson = encodeOrThrow(payload, root, c.name, c.payload !== undefined ? canonicalJson : canonicalArgsJson);
   let contextJson: string | null = null;
   if (c.context !== undefined) {
     const context = c.context(...args);
