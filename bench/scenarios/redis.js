@@ -283,4 +283,4 @@ async function redis(ctx) {
   ];
 }
 
-module.exports = { redis };
+module.exports = { redis, makeImpls, cleanup };
