@@ -63,45 +63,29 @@ function counted(store: InstanceType<typeof SqliteStore>) {
 }
 
 describe('SqliteStore outages', () => {
-  it('a full disk: StoreError, fn not run; works again once there is space', async () => {
+  // A key too big to fit: the claim cannot be written, so fn must not run. At 600 KB the
+  // claim fails at COMMIT; at 4 MB (more than the writer's page cache) SQLite spills it to
+  // the WAL inside its own job, hits the full disk there and rolls back the whole
+  // transaction itself: the cause must still be what the caller hears.
+  it.each([
+    ['fails at commit', 600_000],
+    ['spills inside its job', 4_000_000],
+  ])('a full disk, a claim that %s: StoreError naming the cause, fn not run; works again once there is space', async (_, size) => {
     const dir = tmpfs(1024);
     const store = new SqliteStore({ path: join(dir, 'store.db') });
     const { op, state } = counted(store);
     expect(await op('before')).toBe('before');
     const filler = fill(dir);
 
-    // A key too big to fit: the claim cannot be written, so fn must not run.
-    const huge = 'k'.repeat(600_000);
-    const err = await op.withKey(huge)('x').then(() => undefined, (e: unknown) => e);
+    const err = await op.withKey('k'.repeat(size))('x').then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(StoreError);
     expect((err as Error).message).toMatch(/full/);
+    expect((err as Error).message).not.toMatch(/savepoint/);
     expect((err as Error).message).toContain(dir);
     expect(state.runs).toBe(1);
 
     rmSync(filler);
     expect(await op('after')).toBe('after');
-    expect(await op('after')).toBe('after');
-    expect(state.runs).toBe(2);
-    await store.close();
-  });
-
-  it('a full disk and a claim bigger than the write cache: the cause is reported, not a savepoint error', async () => {
-    const dir = tmpfs(1024);
-    const store = new SqliteStore({ path: join(dir, 'store.db') });
-    const { op, state } = counted(store);
-    expect(await op('before')).toBe('before');
-    const filler = fill(dir);
-
-    // SQLite spills a claim this big to the WAL inside its own job, hits the full disk
-    // there, and rolls back the whole transaction itself.
-    const huge = 'k'.repeat(4_000_000);
-    const err = await op.withKey(huge)('x').then(() => undefined, (e: unknown) => e);
-    expect(err).toBeInstanceOf(StoreError);
-    expect((err as Error).message).toMatch(/full/);
-    expect((err as Error).message).not.toMatch(/savepoint/);
-    expect(state.runs).toBe(1);
-
-    rmSync(filler);
     expect(await op('after')).toBe('after');
     expect(state.runs).toBe(2);
     await store.close();
