@@ -52,20 +52,11 @@ export function canonicalJson(value: unknown): string {
 
 /**
  * `canonicalJson` of an argument list the wrapper built itself (a rest parameter, or a
- * slice of one): a plain array without holes or extra properties by construction, so
- * only its elements are walked. Every call encodes one, replays included.
+ * slice of one): a plain array without extra properties or another prototype by
+ * construction, so only its elements are walked. Every call encodes one, replays included.
  */
 export function canonicalArgsJson(args: unknown[]): string {
-  const ancestors: object[] = [args];
-  let out = '[';
-  for (let i = 0; i < args.length; i++) {
-    try {
-      out += (i === 0 ? '' : ',') + encode(args[i], String(i), ancestors, 'sorted', 1);
-    } catch (err) {
-      throw within(err, i);
-    }
-  }
-  return out + ']';
+  return encodeElements(args, [args], 'sorted', 1);
 }
 
 /** Encodes a result in its own key order (the text `JSON.stringify` gives), under the same rules. */
@@ -148,6 +139,11 @@ function encodeArray(array: unknown[], ancestors: object[], order: Order, depth:
   if (!Array.isArray(proto)) {
     throw new Unencodable(`an instance of ${proto?.constructor?.name || 'an Array subclass'} (JSON would keep only its elements, not its type)`);
   }
+  return encodeElements(array, ancestors, order, depth);
+}
+
+/** `[...]` of an array's elements; `ancestors` already holds the array. */
+function encodeElements(array: unknown[], ancestors: object[], order: Order, depth: number): string {
   let out = '[';
   for (let i = 0; i < array.length; i++) {
     try {

@@ -82,9 +82,9 @@ function checkKey(key: unknown, where: string): asserts key is string {
   }
 }
 
-function encodeOrThrow(value: unknown, root: string, name: string, encode: (v: never) => string = canonicalJson): string {
+function encodeOrThrow<V>(value: V, encode: (value: V) => string, root: string, name: string): string {
   try {
-    return encode(value as never);
+    return encode(value);
   } catch (err) {
     if (!(err instanceof Unencodable)) throw err;
     throw new TypeError(
@@ -110,7 +110,6 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     checkKey(key, 'the "key" option\'s return value');
   }
   const payload = c.payload !== undefined ? c.payload(...args) : trimmed(args);
-  const root = c.payload !== undefined ? 'payload' : 'args';
   if (key !== undefined) {
     // An explicit key is often given because the arguments are not data; then the
     // fingerprint covers the name only.
@@ -126,7 +125,10 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     throw new TypeError(`idempotent-tools: the "payload" option of "${c.name}" returned undefined; return the data that identifies the call`);
   }
   // The wrapper's own argument list needs no check of the array itself (see canonicalArgsJson).
-  const payloadJson = encodeOrThrow(payload, root, c.name, c.payload !== undefined ? canonicalJson : canonicalArgsJson);
+  const payloadJson =
+    c.payload !== undefined
+      ? encodeOrThrow(payload, canonicalJson, 'payload', c.name)
+      : encodeOrThrow(payload as unknown[], canonicalArgsJson, 'args', c.name);
   let contextJson: string | null = null;
   if (c.context !== undefined) {
     const context = c.context(...args);
@@ -135,7 +137,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
       // threads would share keys.
       throw new TypeError(`idempotent-tools: the "context" option of "${c.name}" returned undefined; return the scope of the call (a thread or run id)`);
     }
-    contextJson = encodeOrThrow(context, 'context', c.name);
+    contextJson = encodeOrThrow(context, canonicalJson, 'context', c.name);
   }
   const both = native.callHashes(c.name, contextJson, payloadJson);
   return { key: both.slice(64), fingerprint: both.slice(0, 64) };
