@@ -18,6 +18,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
+const { pool } = require('./lib/compare');
+
 const ROOT = path.resolve(__dirname, '..');
 
 function snapshot(dir) {
@@ -56,16 +58,8 @@ async function compareBuilds(dirA, dirB, kind, rounds) {
   try {
     for (const b of Object.values(builds)) for (let i = 0; i < SEEDS; i++) await b.charge({ n: -i });
     let seq = 0;
-    const run = async (charge, { calls, inFlight, replay }) => {
-      let next = 0;
-      const worker = async () => {
-        while (next < calls) {
-          const i = next++;
-          await charge({ n: replay ? -(i % SEEDS) : ++seq });
-        }
-      };
-      await Promise.all(Array.from({ length: inFlight }, worker));
-    };
+    const run = (charge, { calls, inFlight, replay }) =>
+      pool(calls, inFlight, (i) => charge({ n: replay ? -(i % SEEDS) : ++seq }));
     const rows = {};
     for (const [name, s] of Object.entries(SCENARIOS)) {
       const ratios = [];

@@ -14,6 +14,7 @@
  */
 const fs = require('node:fs');
 const { createClient } = require('@redis/client');
+const { pool } = require('./lib/compare');
 const { makeImpls, cleanup } = require('./scenarios/redis');
 
 const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379/14';
@@ -54,15 +55,8 @@ async function serverCpuMs(admin) {
   if (!impl) throw new Error(`no implementation "${implName}"; pick one of: ${impls.map((i) => i.name).join(', ')}`);
   const charge = mode === 'replay' ? impl.replay : impl.unique;
   for (let n = 0; n < SEEDS; n++) await impl.seed({ n });
-  let next = 0;
-  const worker = async () => {
-    while (next < total) {
-      const i = next++;
-      await charge({ n: mode === 'replay' ? i % SEEDS : SEEDS + i });
-    }
-  };
   const [threads0, server0, t0] = [threadCpuMs(), await serverCpuMs(admin), process.hrtime.bigint()];
-  await Promise.all(Array.from({ length: inFlight }, worker));
+  await pool(total, inFlight, (i) => charge({ n: mode === 'replay' ? i % SEEDS : SEEDS + i }));
   const wallUs = Number(process.hrtime.bigint() - t0) / 1000;
   const [threads1, server1] = [threadCpuMs(), await serverCpuMs(admin)];
   const perCall = (ms) => ((ms * 1000) / total).toFixed(1);

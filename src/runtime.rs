@@ -6,7 +6,8 @@
 //! stay on the same thread. Measured (bench/RESULTS.md, "Redis (issue 13)"): one at a time,
 //! a Redis replay 0.83x @node-idempotency/core's time instead of 1.02x and a new call 1.66x
 //! instead of 1.96x; 64 in flight no worse on Redis, better on Postgres. The SQLite store
-//! does not use it (its reads and writes run on their own threads). `TOKIO_WORKER_THREADS`
+//! uses only its blocking pool, for `get`, `listRecords` and `stats` (its writes have their
+//! own thread, its replay read runs on the JavaScript thread). `TOKIO_WORKER_THREADS`
 //! (Tokio's own variable) still sets the count.
 
 fn worker_threads() -> usize {
