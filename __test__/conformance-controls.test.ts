@@ -52,6 +52,11 @@ describe('the conformance suite fails flawed stores', () => {
     expect(bad).toContain('fencing under concurrency: a settle racing a takeover never succeeds alongside it');
   });
 
+  it('a pending claim that expires ttlMs after it was made: fails the pending-never-expires case (issue 19)', async () => {
+    const bad = failed(await runSuite({ pendingExpires: true }));
+    expect(bad).toEqual(['a pending record never expires: past ttlMs with its lease dead it is taken over, never claimed as new']);
+  });
+
   it('handles that neither persist nor share: fails the second-handle cases', async () => {
     const bad = failed(await runSuite({ unshared: true }));
     expect(bad).toContain('a second handle on the same data sees the records: a call made through one replays through the other');

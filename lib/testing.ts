@@ -150,6 +150,22 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(runs, 2);
     }));
 
+    it('a pending record never expires: past ttlMs with its lease dead it is taken over, never claimed as new', withStore(async (store) => {
+      const key = 'conformance-pending-ttl';
+      const ttlMs = ms(20);
+      const first = await store.acquire({ key, name: 'charge', fingerprint: 'fp', leaseMs: ms(30), ttlMs, force: false });
+      assert.ok(first.acquired);
+      assert.equal((await store.get(key))?.expiresAt, null, 'a pending claim carries no expiry: ttlMs counts from the settle');
+      await clockPast(Date.now() + ms(60)); // past the ttl and the lease: the owner "died"
+      assert.equal((await store.get(key))?.status, 'pending', 'a dead owner\'s claim is still there');
+      const next = await store.acquire({ key, name: 'charge', fingerprint: 'fp', leaseMs: ms(1000), ttlMs, force: false });
+      assert.ok(next.acquired);
+      assert.deepEqual([next.attempts, next.takenOver], [2, true], 'taken over (reconcile is asked), not a fresh claim');
+      assert.equal(await store.complete({ key, token: next.token, resultJson: '1', ttlMs }), true);
+      const settled = await store.get(key);
+      assert.equal(settled!.expiresAt! - settled!.updatedAt, ttlMs, 'ttlMs counts from the settle');
+    }));
+
     it('when fn throws: the error reaches the caller unchanged, the record is failed, and the next call runs', withStore(async (store) => {
       let runs = 0;
       class PaymentDeclined extends Error {

@@ -216,4 +216,25 @@ mod tests {
             Decision::Refuse
         );
     }
+
+    #[test]
+    fn a_pending_record_never_expires_its_dead_owner_is_taken_over() {
+        // Past an expires_at (records of older versions carry one while pending) with its
+        // lease dead: a takeover that counts the attempt (reconcile is asked), never fresh.
+        assert_eq!(
+            decide(
+                Some(&record(PENDING, 0, Some(-5))),
+                "fp",
+                false,
+                &1000.into()
+            ),
+            Decision::Claim {
+                attempts: 4,
+                taken_over: true,
+                fresh: false
+            }
+        );
+        assert!(!record(PENDING, 0, Some(-5)).expired(1000));
+        assert!(record(FAILED, 0, Some(-5)).expired(1000));
+    }
 }

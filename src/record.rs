@@ -60,12 +60,14 @@ impl Record {
         }
     }
 
-    /// Past its `ttlMs`, a record counts as never seen, whatever its status, except a
-    /// pending record whose owner still holds a live lease: expiring that one would let a
-    /// second call run while the first is still running.
+    /// Past its `ttlMs` (counted from its settle), a settled record counts as never seen. A
+    /// pending record never expires, whatever its age: its owner may have had its side
+    /// effect before it died, so the next call must take it over (and ask `reconcile`),
+    /// never claim it as new. Records of older versions may carry an `expires_at` while
+    /// pending; it is ignored.
     pub fn expired(&self, now: impl Into<Now>) -> bool {
         let now = now.into();
-        self.expires_at.is_some_and(|t| t <= now.wall) && !self.lease_alive(&now)
+        self.status != PENDING && self.expires_at.is_some_and(|t| t <= now.wall)
     }
 }
 

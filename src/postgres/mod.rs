@@ -161,7 +161,6 @@ impl Inner {
         check_text("name", &req.name)?;
         let token = new_token();
         let lease = whole_ms(req.lease_ms);
-        let ttl = req.ttl_ms.map(whole_ms);
         for _ in 0..ACQUIRE_TRIES {
             let rows = self
                 .pool
@@ -177,7 +176,6 @@ impl Inner {
                                     &req.fingerprint,
                                     token,
                                     &lease,
-                                    &ttl,
                                     &req.force,
                                     &req.meta,
                                 ],

@@ -10,9 +10,9 @@
 //! - `acquire`, `renew`, `complete`/`fail` and `release` are each one Lua script on that one
 //!   key (see `lua/`), using the server's clock. A refused acquire returns the record in
 //!   the same reply, so a replay is one round trip.
-//! - Expiry: a settled record expires at its `expires_at` (`ttlMs`), or never; a pending
-//!   record at `max(expires_at, lease_expires_at + 1 hour)`, so a dead owner's record
-//!   vanishes by itself but a takeover right after the lease still counts the attempt.
+//! - Expiry: a settled record expires at its `expires_at` (`ttlMs` from its settle), or
+//!   never; a pending record never does, however old: a dead owner's claim is always
+//!   taken over (and `reconcile` asked), never lost.
 //! - `listRecords`, `clear()` and `stats` walk the prefix with SCAN (never KEYS); `clear`
 //!   deletes with UNLINK.
 
@@ -843,11 +843,8 @@ impl NativeRedisStore {
         self.with(|s| async move { s.clear(key).await }).await
     }
 
-    /// Redis removes expired records by itself (each record carries its own expiry), so
-    /// there is nothing to prune: always 0. The only records that count as expired but
-    /// still exist are pending ones past `ttlMs` whose lease has died; they already read as
-    /// absent, and vanish an hour after their lease. Deleting them here would need a
-    /// re-check under a script to avoid racing a new claim, for no gain.
+    /// Redis removes expired records by itself (each settled record carries its own
+    /// expiry, and a pending one never expires), so there is nothing to prune: always 0.
     #[napi]
     pub async fn prune(&self) -> Result<u32> {
         Ok(0)

@@ -156,7 +156,8 @@ pub fn acquire(
             } => (attempts, taken_over, fresh),
         };
     let token = new_token();
-    let expires_at = req.ttl_ms.map(|ttl| now.wall + whole_ms(ttl));
+    // A pending record carries no expiry: `ttlMs` counts from the settle (see `Record::expired`).
+    let expires_at: Option<i64> = None;
     let (lease_expires_at, lease_clock, lease_until) = lease_columns(now, req.lease_ms);
     let mut stmt = conn.prepare_cached(
         "INSERT INTO records (namespace, key, name, fingerprint, status, token, result, error, attempts,
@@ -283,7 +284,8 @@ pub fn prune(conn: &Connection, scope: &Scope, now: &Now) -> rusqlite::Result<u3
     {
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM records
-             WHERE expires_at IS NOT NULL AND expires_at <= ?1 AND (?2 IS NULL OR namespace = ?2)"
+             WHERE status <> 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1
+               AND (?2 IS NULL OR namespace = ?2)"
         ))?;
         for row in stmt.query_map(params![now.wall, scope.filter()], to_record)? {
             let record = row?;

@@ -1,7 +1,8 @@
 -- acquire: the claim rule of src/claim.rs, one statement, atomic at READ COMMITTED.
--- $1 key  $2 name  $3 fingerprint  $4 new token  $5 lease ms  $6 ttl ms (NULL: none)
--- $7 force ('retry')  $8 meta (JSON text or NULL)
--- A row is expired when past expires_at and not under a live lease: it counts as absent.
+-- $1 key  $2 name  $3 fingerprint  $4 new token  $5 lease ms  $6 force ('retry')
+-- $7 meta (JSON text or NULL)
+-- A settled row past its expires_at counts as absent. A pending row never expires (its
+-- expires_at is set when it settles): a dead owner's claim is always a takeover.
 -- `cur` is the row as this statement's snapshot shows it. When that row refuses the claim
 -- for sure (completed, another fingerprint, a live lease), nothing is inserted or locked:
 -- a replay only reads. Otherwise INSERT … ON CONFLICT decides on the newest committed
@@ -17,15 +18,14 @@ WITH now AS (
   INSERT INTO {table} AS r (key, name, fingerprint, status, token, settled_token, result, error, attempts,
                             taken_over, created_at, updated_at, expires_at, lease_expires_at, meta, duration_ms)
   SELECT $1::text, $2::text, $3::text, 'pending', $4::text, NULL, NULL, NULL, 1,
-         false, now.ms, now.ms, now.ms + $6::bigint, now.ms + $5::bigint, $8::text, NULL
+         false, now.ms, now.ms, NULL, now.ms + $5::bigint, $7::text, NULL
   FROM now
   WHERE NOT EXISTS (
     SELECT 1 FROM cur
-    WHERE NOT (coalesce(cur.expires_at <= now.ms, false)
-               AND NOT (cur.status = 'pending' AND coalesce(cur.lease_expires_at > now.ms, false)))
+    WHERE NOT (cur.status <> 'pending' AND coalesce(cur.expires_at <= now.ms, false))
       AND cur.status <> 'failed'
       AND (cur.status = 'completed' OR cur.fingerprint <> $3::text
-           OR (coalesce(cur.lease_expires_at > now.ms, false) AND NOT $7::boolean))
+           OR (coalesce(cur.lease_expires_at > now.ms, false) AND NOT $6::boolean))
   )
   ON CONFLICT (key) DO UPDATE SET
     name = excluded.name,
@@ -36,15 +36,12 @@ WITH now AS (
     result = NULL,
     error = NULL,
     attempts = CASE
-      WHEN coalesce(r.expires_at <= excluded.updated_at, false)
-           AND NOT (r.status = 'pending' AND coalesce(r.lease_expires_at > excluded.updated_at, false))
+      WHEN r.status <> 'pending' AND coalesce(r.expires_at <= excluded.updated_at, false)
       THEN 1 ELSE r.attempts + 1 END,
     taken_over = r.status = 'pending'
-      AND NOT coalesce(r.lease_expires_at > excluded.updated_at, false)
-      AND NOT coalesce(r.expires_at <= excluded.updated_at, false),
+      AND NOT coalesce(r.lease_expires_at > excluded.updated_at, false),
     created_at = CASE
-      WHEN coalesce(r.expires_at <= excluded.updated_at, false)
-           AND NOT (r.status = 'pending' AND coalesce(r.lease_expires_at > excluded.updated_at, false))
+      WHEN r.status <> 'pending' AND coalesce(r.expires_at <= excluded.updated_at, false)
       THEN excluded.created_at ELSE r.created_at END,
     updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
@@ -52,11 +49,10 @@ WITH now AS (
     meta = excluded.meta,
     duration_ms = NULL,
     watched = false
-  WHERE (coalesce(r.expires_at <= excluded.updated_at, false)
-         AND NOT (r.status = 'pending' AND coalesce(r.lease_expires_at > excluded.updated_at, false)))
+  WHERE (r.status <> 'pending' AND coalesce(r.expires_at <= excluded.updated_at, false))
      OR r.status = 'failed'
      OR (r.status = 'pending' AND r.fingerprint = excluded.fingerprint
-         AND (NOT coalesce(r.lease_expires_at > excluded.updated_at, false) OR $7::boolean))
+         AND (NOT coalesce(r.lease_expires_at > excluded.updated_at, false) OR $6::boolean))
   RETURNING r.attempts, r.taken_over
 )
 SELECT true AS acquired, claimed.attempts, claimed.taken_over, now.ms AS now,

@@ -6,5 +6,4 @@ SELECT r.key, r.name, r.fingerprint, r.status, r.result, r.error, r.attempts, r.
        r.expires_at, r.lease_expires_at, r.meta, r.duration_ms
 FROM {table} AS r, now
 WHERE r.key = $1::text
-  AND NOT (coalesce(r.expires_at <= now.ms, false)
-           AND NOT (r.status = 'pending' AND coalesce(r.lease_expires_at > now.ms, false)))
+  AND NOT (r.status <> 'pending' AND coalesce(r.expires_at <= now.ms, false))

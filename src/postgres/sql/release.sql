@@ -9,7 +9,6 @@ WITH now AS (
       error = '{"name":"Released","message":"released by an operator"}'
   FROM now
   WHERE r.key = $1::text AND r.status = 'pending'
-    AND NOT (coalesce(r.expires_at <= now.ms, false) AND NOT coalesce(r.lease_expires_at > now.ms, false))
   RETURNING r.key, r.watched
 ), notified AS (
   SELECT pg_notify('{channel}', CASE WHEN octet_length(released.key) <= 7900 THEN released.key ELSE '' END)

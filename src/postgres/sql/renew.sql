@@ -6,7 +6,6 @@ WITH now AS (
   UPDATE {table} AS r SET lease_expires_at = now.ms + $3::bigint
   FROM now
   WHERE r.key = $1::text AND r.status = 'pending' AND r.token = $2::text
-    AND NOT (coalesce(r.expires_at <= now.ms, false) AND NOT coalesce(r.lease_expires_at > now.ms, false))
   RETURNING r.key
 )
 SELECT EXISTS (SELECT 1 FROM renewed) AS renewed

@@ -14,7 +14,6 @@ WITH now AS (
       duration_ms = $7::double precision
   FROM now
   WHERE r.key = $1::text AND r.status = 'pending' AND r.token = $2::text
-    AND NOT (coalesce(r.expires_at <= now.ms, false) AND NOT coalesce(r.lease_expires_at > now.ms, false))
   RETURNING r.key, r.watched
 ), notified AS (
   SELECT pg_notify('{channel}', CASE WHEN octet_length(settled.key) <= 7900 THEN settled.key ELSE '' END)

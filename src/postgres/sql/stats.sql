@@ -4,8 +4,7 @@ WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
 ), r AS (
   SELECT t.status, t.created_at,
-         coalesce(t.expires_at <= now.ms, false)
-           AND NOT (t.status = 'pending' AND coalesce(t.lease_expires_at > now.ms, false)) AS expired
+         t.status <> 'pending' AND coalesce(t.expires_at <= now.ms, false) AS expired
   FROM {table} AS t, now
 )
 SELECT count(*) FILTER (WHERE NOT expired AND status = 'pending') AS pending,

@@ -4,16 +4,13 @@
 if redis.replicate_commands then redis.replicate_commands() end
 local key = KEYS[1]
 local function int(n) return string.format('%.0f', n) end
-local cur = redis.call('HMGET', key, 'status', 'expires_at')
+local cur = redis.call('HMGET', key, 'status')
 if cur[1] ~= 'pending' then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HDEL', key, 'token', 'lease_expires_at', 'settled_token')
+redis.call('HDEL', key, 'expires_at')
 redis.call('HSET', key, 'status', 'failed', 'updated_at', int(now),
   'error', '{"name":"Released","message":"released by an operator"}')
-if cur[2] then
-  redis.call('PEXPIREAT', key, cur[2])
-else
-  redis.call('PERSIST', key)
-end
+redis.call('PERSIST', key)
 return 1

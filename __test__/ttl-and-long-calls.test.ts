@@ -1,0 +1,128 @@
+// TTL and a long call together (issue 19, finding 6): `ttlMs` counts from the settle, and a
+// pending record never expires, however old. An owner that runs longer than `ttlMs`,
+// charges, and dies leaves a claim that the next call must take over (asking `reconcile`),
+// never one it may claim as new: that would charge the card twice.
+
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { ROOT, lib, lineFrom, tempDb, tempDir } from './helpers';
+import { PG_URL, dropTables, uniqueTable } from './postgres-server';
+import { sharedRedis, uniquePrefix } from './redis-server';
+
+const { idempotent, SqliteStore, RedisStore, PostgresStore, DuplicateInFlightError } = lib;
+const WORKER = join(ROOT, '__test__', 'fixtures', 'worker.js');
+const redis = await sharedRedis();
+afterAll(async () => {
+  await redis.stop();
+  await dropTables();
+});
+
+type Where = { db: string } | { redis: string; prefix: string } | { postgres: string; table: string };
+const places: Array<[string, () => Where]> = [
+  ['SqliteStore', () => ({ db: tempDb() })],
+  ['RedisStore', () => ({ redis: redis.url, prefix: uniquePrefix() })],
+  ['PostgresStore', () => ({ postgres: PG_URL, table: uniqueTable() })],
+];
+
+const open = (where: Where) =>
+  'db' in where
+    ? new SqliteStore({ path: where.db })
+    : 'redis' in where
+      ? new RedisStore({ url: where.redis, prefix: where.prefix })
+      : new PostgresStore({ url: where.postgres, table: where.table });
+
+function charges(log: string, key: string): number {
+  return existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l.startsWith(`${key} `)).length : 0;
+}
+
+/** Resolves once the wall clock has passed `epochMs` (waiting for time itself, not for an event). */
+async function clockPast(epochMs: number): Promise<void> {
+  while (Date.now() <= epochMs) await new Promise((r) => setTimeout(r, Math.max(1, epochMs - Date.now() + 1)));
+}
+
+for (const [storeName, place] of places) {
+  describe(`a call that outlives its ttlMs, charges and dies: ${storeName}`, () => {
+    it('leaves a claim the next call takes over (reconcile is asked), never a record that counts as new', async () => {
+      const where = place();
+      const log = join(tempDir(), 'charges.log');
+      const key = 'order-6';
+      const ttlMs = 150;
+      const leaseMs = 1200;
+      const child = spawn(process.execPath, [WORKER, 'hang', JSON.stringify({ ...where, log, key, leaseMs, ttlMs })], {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const startedAt = Date.now();
+      await lineFrom(child, /^RUNNING$/); // charged, and still running (renewing its lease)
+      await clockPast(startedAt + 3 * ttlMs); // the owner has now run longer than ttlMs
+      const died = new Promise((r) => child.once('close', r));
+      child.kill('SIGKILL');
+      await died;
+      expect(charges(log, key)).toBe(1);
+
+      const store = open(where);
+      try {
+        const asked: number[] = [];
+        const tool = idempotent(
+          async function tool(k: string) {
+            throw new Error(`fn ran again for ${k}: the dead owner's charge was forgotten`);
+          },
+          {
+            store,
+            ttlMs,
+            leaseMs,
+            reconcile: async ({ attempts }) => {
+              asked.push(attempts);
+              return { happened: true, result: { key, by: 'the provider' } };
+            },
+          },
+        );
+        let result: unknown;
+        for (;;) {
+          try {
+            result = await tool.withKey(key)(key);
+            break;
+          } catch (err) {
+            if (!(err instanceof DuplicateInFlightError)) throw err;
+            await new Promise((r) => setTimeout(r, 50)); // the dead owner's lease has not run out yet
+          }
+        }
+        expect(asked).toEqual([2]);
+        expect(result).toEqual({ key, by: 'the provider' });
+        expect(charges(log, key)).toBe(1);
+        // Settled now: ttlMs counts from this settle.
+        const record = await store.get(key);
+        expect(record?.status).toBe('completed');
+        expect(record!.expiresAt! - record!.updatedAt).toBe(ttlMs);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('a pending claim carries no expiry: it is still there, pending, long after ttlMs', async () => {
+      const store = open(place());
+      try {
+        const claim = await store.acquire({ key: 'k', name: 'tool', fingerprint: 'fp', leaseMs: 60_000, ttlMs: 20, force: false });
+        expect(claim.acquired).toBe(true);
+        const pending = await store.get('k');
+        expect(pending).toMatchObject({ status: 'pending', expiresAt: null });
+        await clockPast(Date.now() + 60);
+        expect((await store.get('k'))?.status).toBe('pending');
+        expect((await store.listRecords()).map((r) => r.key)).toEqual(['k']);
+        // A duplicate is in flight, not a new call.
+        const again = await store.acquire({ key: 'k', name: 'tool', fingerprint: 'fp', leaseMs: 60_000, ttlMs: 20, force: false });
+        expect(again.acquired).toBe(false);
+        if (claim.acquired) {
+          expect(await store.complete({ key: 'k', token: claim.token, resultJson: '1', ttlMs: 20 })).toBe(true);
+        }
+        const done = await store.get('k');
+        expect(done!.expiresAt! - done!.updatedAt).toBe(20);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+}
