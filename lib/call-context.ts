@@ -8,16 +8,24 @@ import type { Store } from './store.js';
 export interface RunningCall {
   /** The call's idempotency key. */
   key: string;
+  /** The call's fingerprint (its name and arguments): a step belongs to one call, not to a key. */
+  fingerprint: string;
   /** The wrapped function's name. */
   name: string;
   /** The store the call's record lives in. */
   store: Store;
   /** The call's options that steps inherit. */
   leaseMs: number;
-  ttlMs: number | undefined;
 }
 
 export const running = new AsyncLocalStorage<RunningCall>();
+
+/**
+ * @internal A store whose calls cannot hold steps (idempotentTx's, where a step would
+ * have to end the call's transaction) answers this symbol with the reason; `step()` is
+ * then a TypeError that gives it.
+ */
+export const STEPS_REFUSED = Symbol.for('idempotent-tools.stepsRefused');
 
 /**
  * Inside a running wrapped function (and anything it awaits): that call's idempotency

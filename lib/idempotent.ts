@@ -20,7 +20,7 @@ import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { type Lease, keepLease } from './lease.js';
-import { claimName } from './names.js';
+import { WRAPS, claimName } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
@@ -61,7 +61,9 @@ export function idempotent<A extends unknown[], R>(
   options?: IdempotentOptions<A>,
 ): IdempotentFunction<A, R> {
   const config = resolveOptions<A>(fn, options);
-  claimName(fn, config.name, config.store);
+  // A wrapper built on this one (idempotentTx) names the user's own function.
+  const own = (options as { [WRAPS]?: unknown } | undefined)?.[WRAPS];
+  claimName(typeof own === 'function' ? own : fn, config.name, config.store);
   let store = config.store;
   const resolveStore = () => (store ??= defaultStore());
 
@@ -293,7 +295,7 @@ async function execute<A extends unknown[], R>(
 
     let value: Awaited<R>;
     try {
-      value = await running.run({ key, name: c.name, store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () => fn(...args));
+      value = await running.run({ key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs }, () => fn(...args));
     } catch (thrown) {
       await settleThrown(call, lease, token, attempts, thrown, durationMs);
       throw thrown;
@@ -415,7 +417,7 @@ async function askReconcile<A extends unknown[], R>(
   const { c, key, args } = call;
   let outcome: ReconcileOutcome;
   try {
-    outcome = await running.run({ key, name: c.name, store: call.store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () =>
+    outcome = await running.run({ key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs }, () =>
       c.reconcile!({ key, name: c.name, args, attempts }),
     );
     if (outcome === null || typeof outcome !== 'object' || typeof outcome.happened !== 'boolean') {

@@ -20,11 +20,14 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 
+import { STEPS_REFUSED } from './call-context.js';
 import { StoreError } from './errors.js';
 import { type IdempotentFunction, idempotent } from './idempotent.js';
+import { RECORDS_PLACE, WRAPS } from './names.js';
 import * as native from './native.js';
 import { toRecord } from './native-store.js';
 import type { IdempotentOptions } from './options.js';
+import { checkPostgresText, postgresPlace } from './postgres-store.js';
 import type { AcquireRequest, AcquireResult, IdempotencyRecord, ListOptions, SettleRequest, Store } from './store.js';
 
 /** What idempotentTx needs of a node-postgres client (pg's PoolClient). */
@@ -50,9 +53,17 @@ type ClientOf<P> = P extends TxPool<infer C> ? C : TxClient;
 
 /** One call's transaction, found by the store's methods through AsyncLocalStorage. */
 interface TxCall {
+  /** The wrapper's name (for messages). */
+  name: string;
   client: TxClient | undefined;
+  /** The transaction's id once the claim is made: how the settle knows that fn left it open. */
+  txid?: string;
+  /** True while fn runs: another idempotentTx call from inside it is refused. */
+  inFn?: boolean;
   /** COMMIT failed: nothing was recorded, and fn's writes were rolled back. */
   commitFailed?: unknown;
+  /** fn sent COMMIT or ROLLBACK itself: what became of the call (see TxStore.#settle). */
+  endedByFn?: { recorded: boolean };
 }
 
 const calls = new AsyncLocalStorage<TxCall>();
@@ -61,12 +72,33 @@ const calls = new AsyncLocalStorage<TxCall>();
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
+ * Bounds the claim statement's wait for a row lock (a duplicate's transaction) by `$1` ms,
+ * never widening a `lock_timeout` the user set (0 is none), and returns the user's own
+ * setting so that it is restored after the claim: fn runs under the user's session
+ * settings, untouched. `set_config(..., true)` lasts until the transaction ends.
+ */
+const CLAIM_LOCK_TIMEOUT =
+  "SELECT s.setting AS prior, set_config('lock_timeout', (CASE WHEN s.setting::bigint > 0 " +
+  'THEN least(s.setting::bigint, $1::bigint) ELSE $1::bigint END)::text, true) AS claim ' +
+  "FROM pg_settings AS s WHERE s.name = 'lock_timeout'";
+/** After the claim: the user's lock_timeout again, and the transaction's id. */
+const AFTER_CLAIM = "SELECT set_config('lock_timeout', $1::text, true) AS restored, txid_current()::text AS txid";
+/** Before the settle: the id of the transaction the client is in now (null: none, or one that wrote nothing). */
+const CURRENT_TX = 'SELECT txid_current_if_assigned()::text AS txid';
+
+/**
  * Wraps `fn(client, ...args)` so that it runs once per key, inside one transaction with
  * its record. Returns a function of `...args` (the client is supplied), with `withKey`
  * and `keyFor` as `idempotent()`'s. `onDuplicate` for a call whose key another
  * transaction holds: `'raise'` throws `DuplicateInFlightError` at once; `'block'` (and
  * `'retry'`, which cannot run beside an uncommitted claim) waits on that transaction's row
- * lock up to `pollTimeoutMs`, then replays its result or runs if it rolled back.
+ * lock up to `pollTimeoutMs` (or the user's own shorter `lock_timeout`), then replays its
+ * result or runs if it rolled back.
+ *
+ * The transaction is the call's: fn must not end it (COMMIT, ROLLBACK; savepoints are
+ * fine), must not `step()` (its writes already commit exactly once, with the record), and
+ * must not start another idempotentTx call (a second transaction on another connection,
+ * which could wait forever on rows this one holds). Each is a `TypeError`.
  */
 export function idempotentTx<P extends TxPool, A extends unknown[], R>(
   fn: (client: ClientOf<P>, ...args: A) => R,
@@ -84,23 +116,41 @@ export function idempotentTx<P extends TxPool, A extends unknown[], R>(
   } catch (err) {
     throw new TypeError(`idempotentTx: ${(err as Error).message}`);
   }
-  const store = new TxStore(pool, sql, rest.onDuplicate ?? 'raise', rest.pollTimeoutMs ?? 30000);
+  const store = new TxStore(pool, sql, table, rest.onDuplicate ?? 'raise', rest.pollTimeoutMs ?? 30000);
   const name = rest.name ?? fn.name;
   // Named as fn (an anonymous fn without a name is idempotent()'s TypeError).
   const inTx = {
-    [name]: (...args: A) => {
+    [name]: async (...args: A) => {
       const call = calls.getStore();
       if (call?.client === undefined) throw new Error('idempotentTx: internal error: no transaction for this call');
-      return fn(call.client as ClientOf<P>, ...args);
+      call.inFn = true;
+      try {
+        return await fn(call.client as ClientOf<P>, ...args);
+      } finally {
+        call.inFn = false;
+      }
     },
   }[name];
-  const wrapped = idempotent(inTx, { ...rest, store } as IdempotentOptions<A>);
+  const wrapped = idempotent(inTx, { ...rest, store, [WRAPS]: fn } as IdempotentOptions<A>);
   const run = (call: (...args: A) => Promise<Awaited<R>>) => (...args: A): Promise<Awaited<R>> => {
-    const tx: TxCall = { client: undefined };
+    const outer = calls.getStore();
+    if (outer?.inFn) {
+      return Promise.reject(
+        new TypeError(
+          `idempotentTx: "${wrapped.name}" was called inside the transaction of another idempotentTx call ("${outer.name}"). ` +
+            'It would open a second transaction on another connection, which can wait forever on rows the first one holds. ' +
+            "Run its body on the client you were given (its writes then commit with the outer call's), or call it after the outer call returns",
+        ),
+      );
+    }
+    const tx: TxCall = { name: wrapped.name, client: undefined };
     return calls.run(tx, async (): Promise<Awaited<R>> => {
       try {
-        return await call(...args);
+        const value = await call(...args);
+        if (tx.endedByFn !== undefined) throw endedByFnError(wrapped.name, tx.endedByFn.recorded);
+        return value;
       } catch (err) {
+        if (tx.endedByFn !== undefined) throw endedByFnError(wrapped.name, tx.endedByFn.recorded, err);
         if (tx.commitFailed !== undefined) {
           throw new StoreError(
             `idempotent-tools: the transaction of "${wrapped.name}" did not commit (${(tx.commitFailed as Error)?.message ?? tx.commitFailed}): ` +
@@ -121,6 +171,18 @@ export function idempotentTx<P extends TxPool, A extends unknown[], R>(
   result.withKey = (key: string) => run(wrapped.withKey(key));
   result.keyFor = wrapped.keyFor;
   return result;
+}
+
+function endedByFnError(name: string, recorded: boolean, cause?: unknown): TypeError {
+  return new TypeError(
+    `idempotentTx: fn of "${name}" ended the call's transaction itself (it sent COMMIT, ROLLBACK or END). ` +
+      'The transaction is the call\'s: idempotentTx commits it with the record, or rolls both back. ' +
+      (recorded
+        ? "fn's writes were committed by fn, and the call is recorded as completed (the next call replays it). "
+        : 'The call is not recorded (its claim was rolled back with the writes made before it); writes fn made after that were committed on their own. ') +
+      'Use SAVEPOINT / ROLLBACK TO SAVEPOINT inside fn instead',
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 function row(r: any) {
@@ -145,13 +207,31 @@ function row(r: any) {
 /** The store behind idempotentTx: PostgresStore's statements, sent through the call's client. */
 class TxStore implements Store {
   #schema: Promise<void> | undefined;
+  readonly #place: string;
 
   constructor(
     private readonly pool: TxPool,
     private readonly sql: native.PostgresSql,
+    table: string | undefined,
     private readonly onDuplicate: string,
     private readonly pollTimeoutMs: number,
-  ) {}
+  ) {
+    this.#place = postgresPlace((pool as { options?: object }).options ?? {}, table);
+  }
+
+  /** @internal Two wrappers on one database and table share one set of names. */
+  get [RECORDS_PLACE](): string {
+    return this.#place;
+  }
+
+  /** @internal step() inside fn: refused (see idempotentTx). */
+  get [STEPS_REFUSED](): string {
+    return (
+      "step() inside idempotentTx: fn's writes already commit exactly once, together with the call's record, " +
+      'and a step would need a transaction of its own. Write the step\'s work on the client you were given; ' +
+      'for a side effect outside the database, wrap it with idempotent() (and a PostgresStore) and call it after the transaction'
+    );
+  }
 
   /** Checks the table's version; creates it when missing (once per pool, retried after a failure). */
   #ensureSchema(): Promise<void> {
@@ -182,6 +262,7 @@ class TxStore implements Store {
   }
 
   async get(key: string): Promise<IdempotencyRecord | null> {
+    checkPostgresText(key);
     await this.#ensureSchema();
     const { rows } = await this.pool.query(this.sql.get, [key]);
     return rows.length === 0 ? null : toRecord(row(rows[0]) as any);
@@ -190,6 +271,7 @@ class TxStore implements Store {
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const tx = calls.getStore();
     if (tx === undefined) throw new Error('idempotentTx: acquire outside a call');
+    checkPostgresText(request.key, request.name);
     // A replay (or a record in the way) is read without opening a write transaction.
     // (Pending records are left to the statement, which decides them on the server's clock.)
     const found = await this.get(request.key);
@@ -203,17 +285,18 @@ class TxStore implements Store {
     const lockWait = this.onDuplicate === 'raise' ? 1 : Math.max(1, Math.ceil(this.pollTimeoutMs));
     try {
       await client.query('BEGIN');
-      await client.query(`SET LOCAL lock_timeout = ${lockWait}`);
+      const { rows: bound } = await client.query(CLAIM_LOCK_TIMEOUT, [lockWait]);
+      const userLockTimeout = String(bound[0].prior);
       for (let tries = 0; tries < 8; tries++) {
         const { rows } = await client.query(this.sql.acquire, [
-          request.key, request.name, request.fingerprint, token, Math.ceil(request.leaseMs),
-          request.ttlMs === undefined ? null : Math.ceil(request.ttlMs), request.force,
+          request.key, request.name, request.fingerprint, token, Math.ceil(request.leaseMs), request.force,
           request.meta === undefined ? null : JSON.stringify(request.meta),
         ]);
         if (rows.length === 0) continue; // the row changed after this statement's snapshot
         const r = rows[0];
         if (r.acquired) {
-          await client.query('SET LOCAL lock_timeout = 0');
+          const { rows: after } = await client.query(AFTER_CLAIM, [userLockTimeout]);
+          tx.txid = after[0].txid;
           return { acquired: true, token, attempts: r.attempts, takenOver: r.taken_over };
         }
         await this.finish(tx, 'ROLLBACK');
@@ -252,6 +335,18 @@ class TxStore implements Store {
     }
   }
 
+  #settleParams(request: SettleRequest, status: 'completed' | 'failed'): unknown[] {
+    const error = request.error === undefined ? null : JSON.stringify({ name: request.error.name, message: request.error.message });
+    return [
+      request.key, request.token, status, request.resultJson ?? null, error,
+      request.ttlMs === undefined ? null : Math.ceil(request.ttlMs), request.durationMs ?? null,
+    ];
+  }
+
+  /**
+   * Commits only when the settle statement settled the claim this transaction holds;
+   * otherwise rolls back, so fn's writes are never kept without their record.
+   */
   async #settle(request: SettleRequest, status: 'completed' | 'failed'): Promise<boolean> {
     const tx = calls.getStore();
     const client = tx?.client;
@@ -261,18 +356,20 @@ class TxStore implements Store {
       await this.finish(tx, 'ROLLBACK');
       return true;
     }
-    const error = request.error === undefined ? null : JSON.stringify({ name: request.error.name, message: request.error.message });
     let settled: boolean;
     try {
-      const { rows } = await client.query(this.sql.settle, [
-        request.key, request.token, status, request.resultJson ?? null, error,
-        request.ttlMs === undefined ? null : Math.ceil(request.ttlMs), request.durationMs ?? null,
-      ]);
-      settled = rows[0].settled;
+      const { rows: current } = await client.query(CURRENT_TX);
+      if (current[0].txid !== tx.txid) return await this.#endedByFn(tx, client, request);
+      const { rows } = await client.query(this.sql.settle, this.#settleParams(request, status));
+      settled = rows[0].settled === true;
     } catch (err) {
       tx.commitFailed = err;
       await this.finish(tx, 'ROLLBACK');
       throw err;
+    }
+    if (!settled) {
+      await this.finish(tx, 'ROLLBACK');
+      return false;
     }
     try {
       await this.finish(tx, 'COMMIT');
@@ -280,7 +377,26 @@ class TxStore implements Store {
       tx.commitFailed = err;
       throw err;
     }
-    return settled;
+    return true;
+  }
+
+  /**
+   * fn sent COMMIT or ROLLBACK itself. After a COMMIT the claim is committed with fn's
+   * writes: it is settled now (on its own), so the call is recorded and never runs again.
+   * After a ROLLBACK the claim is gone: nothing to settle. Either way the caller gets a
+   * TypeError, and the client, in a state nobody knows, is not given back to the pool.
+   */
+  async #endedByFn(tx: TxCall, client: TxClient, request: SettleRequest): Promise<boolean> {
+    tx.client = undefined;
+    client.release(true);
+    let recorded = false;
+    try {
+      const { rows } = await this.pool.query(this.sql.settle, this.#settleParams(request, 'completed'));
+      recorded = rows[0].settled === true;
+    } finally {
+      tx.endedByFn = { recorded };
+    }
+    return recorded;
   }
 
   complete(request: SettleRequest): Promise<boolean> {

@@ -7,6 +7,9 @@
 
 import * as native from './native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
+import { RECORDS_PLACE } from './names.js';
+import { InexactStringError } from './exact-strings.js';
+import type { AcquireRequest, AcquireResult, IdempotencyRecord } from './store.js';
 
 export interface PostgresStoreOptions {
   /** `postgres://[user[:password]@]host[:port]/database[?sslmode=require|verify-full…]`. Default `$DATABASE_URL`. */
@@ -51,6 +54,32 @@ export class PostgresStore extends NativeBackedStore {
     this.#pg = store;
     this.path = store.path;
     this.table = store.table;
+    this.#place = postgresPlace({ connectionString: checked.url }, checked.table);
+  }
+
+  readonly #place: string;
+
+  /** @internal */
+  get [RECORDS_PLACE](): string {
+    return this.#place;
+  }
+
+  override acquire(request: AcquireRequest): Promise<AcquireResult> {
+    try {
+      checkPostgresText(request.key, request.name);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return super.acquire(request);
+  }
+
+  override get(key: string): Promise<IdempotencyRecord | null> {
+    try {
+      checkPostgresText(key);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return super.get(key);
   }
 
   /** Creates the table if it is missing (true), or checks the one there (false). */
@@ -154,4 +183,77 @@ function checkOptions(options: PostgresStoreOptions) {
   }
   if (createTable !== undefined && typeof createTable !== 'boolean') throw new TypeError('PostgresStore: createTable must be a boolean');
   return { url, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable };
+}
+
+/** What locates a database: pg's Pool options, or a connection string. */
+interface PgLocation {
+  connectionString?: string;
+  host?: string;
+  port?: number | string;
+  database?: string;
+  user?: string;
+}
+
+/**
+ * @internal Where records of `table` on that database physically live, for the
+ * one-name-one-function rule (see names.ts): `postgres:<host>:<port>/<database>#<table>`,
+ * with node-postgres's defaults for what is not given. Shared by PostgresStore and
+ * idempotentTx, whose records share one table.
+ */
+export function postgresPlace(where: PgLocation, table: string | undefined): string {
+  let { host, port, database, user } = where;
+  if (where.connectionString) {
+    try {
+      const url = new URL(where.connectionString);
+      host = decodeURIComponent(url.hostname) || url.searchParams.get('host') || host;
+      port = url.port || port;
+      database = decodeURIComponent(url.pathname.replace(/^\//, '')) || database;
+      user = decodeURIComponent(url.username) || user;
+    } catch {
+      return `postgres:${where.connectionString}#${table ?? ''}`;
+    }
+  }
+  const env = process.env;
+  host ||= env.PGHOST || 'localhost';
+  port ||= env.PGPORT || 5432;
+  user ||= env.PGUSER || env.USER;
+  database ||= env.PGDATABASE || user;
+  let quoted: string;
+  try {
+    quoted = native.postgresSql(table ?? null).table;
+  } catch {
+    quoted = table ?? '';
+  }
+  return `postgres:${host}:${port}/${database}#${quoted}`;
+}
+
+/**
+ * The longest key PostgreSQL's b-tree index on `key` holds, in UTF-8 bytes (an index entry
+ * must fit in a third of an 8 kB page, about 2,700 bytes; this leaves room for the
+ * entry's own overhead). SQLite and Redis have no such limit.
+ */
+export const POSTGRES_MAX_KEY_BYTES = 2048;
+
+/**
+ * @internal What PostgreSQL text cannot hold, refused before anything runs, as bad input
+ * (a `TypeError`, never the `StoreError` that callers retry): U+0000 in a key or name,
+ * and keys longer than POSTGRES_MAX_KEY_BYTES. Shared by PostgresStore and idempotentTx.
+ */
+export function checkPostgresText(key: string, name?: string): void {
+  for (const [what, value] of [['key', key], ['name', name]] as const) {
+    if (typeof value === 'string' && value.includes('\0')) {
+      throw new InexactStringError(
+        `idempotent-tools: the ${what} ${JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value)} contains ` +
+          'the character U+0000, which PostgreSQL text cannot hold (SQLite and Redis can); use another ' +
+          (what === 'key' ? 'key (a derived key, or one without U+0000)' : 'name'),
+      );
+    }
+  }
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes > POSTGRES_MAX_KEY_BYTES) {
+    throw new InexactStringError(
+      `idempotent-tools: the key ${JSON.stringify(`${key.slice(0, 40)}...`)} is ${bytes} bytes long; PostgreSQL's ` +
+        `index holds keys of at most ${POSTGRES_MAX_KEY_BYTES} bytes (UTF-8). Use a shorter key (a hash of it, say)`,
+    );
+  }
 }

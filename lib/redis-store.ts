@@ -8,6 +8,7 @@
 import { batched } from './batch.js';
 import * as native from './native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
+import { RECORDS_PLACE } from './names.js';
 
 export interface RedisStoreOptions {
   /** `redis://[user:password@]host:port/db`, or `rediss://` for TLS. Default `redis://127.0.0.1:6379`. */
@@ -44,6 +45,14 @@ export class RedisStore extends NativeBackedStore {
     }
     super(async () => store);
     this.path = store.path;
+    this.#place = `redis:${checked.url}#${checked.prefix ?? 'idempotent-tools:'}`;
+  }
+
+  readonly #place: string;
+
+  /** @internal */
+  get [RECORDS_PLACE](): string {
+    return this.#place;
   }
 }
 

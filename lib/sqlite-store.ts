@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 
 import { NativeSqliteStore } from './native.js';
 import { NativeBackedStore } from './native-store.js';
+import { RECORDS_PLACE } from './names.js';
 import { projectNamespace } from './project.js';
 
 export interface SqliteStoreOptions {
@@ -54,6 +55,11 @@ export class SqliteStore extends NativeBackedStore {
     this.path = checked.path;
     this.durability = checked.durability;
     this.namespace = checked.allNamespaces ? null : checked.namespace;
+  }
+
+  /** @internal */
+  get [RECORDS_PLACE](): string {
+    return `sqlite:${this.path}#${this.namespace ?? '*'}`;
   }
 }
 

@@ -11,12 +11,13 @@
  * again; an abort after the step started keeps its claim, since the outcome is unknown).
  */
 
-import { type RunningCall, running } from './call-context.js';
+import { type RunningCall, STEPS_REFUSED, running } from './call-context.js';
 import { Unencodable, canonicalJson, resultJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
-import { KeyMismatchError, StoreError, asStoreError } from './errors.js';
+import { KeyMismatchError, LeaseLostError, StoreError, asStoreError } from './errors.js';
 import { type Lease, keepLease } from './lease.js';
 import * as native from './native.js';
+import { type SettlingCall, errorOf, settle } from './settle.js';
 import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
@@ -80,18 +81,28 @@ export function stepOfRunningCall<T>(base: string, fn: () => T): Promise<Awaited
   return runStep(call, `${base}#${n}`, fn);
 }
 
+/** A step's key and fingerprint, derived from its call (key and fingerprint) and label. */
+function stepIdentity(call: RunningCall, label: string, bound: boolean): { key: string; fingerprint: string } {
+  // SHA-256 over the call's key, its fingerprint and the label (native hashing, the same
+  // as a derived call key), so a step never shares a record with a call or another step,
+  // and belongs to one call: a corrected call under the same explicit key (other
+  // arguments) has steps of its own. `bound: false` is the identity of 0.1.0, which
+  // hashed the key alone (read once per new step, so an upgrade never re-runs a step).
+  const scope = bound ? { step: call.key, call: call.fingerprint } : { step: call.key };
+  const both = native.callHashes(`${call.name}.step`, canonicalJson(scope), canonicalJson(label));
+  return { fingerprint: both.slice(0, 64), key: both.slice(64) };
+}
+
 async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promise<Awaited<T>> {
-  const { store, leaseMs, ttlMs } = call;
+  const { store, leaseMs } = call;
+  const refused = (store as { [STEPS_REFUSED]?: unknown })[STEPS_REFUSED];
+  if (typeof refused === 'string') throw new TypeError(`idempotent-tools: ${refused}`);
   // The record's name, for inspect: a long label (a nested tool call's input) is shortened
   // there, by code points; the key and fingerprint hash the whole label.
   const points = Array.from(label);
   const shown = points.length > 120 ? `${points.slice(0, 117).join('')}...` : label;
   const name = `${call.name}.step(${JSON.stringify(shown)})`;
-  // The step's key: SHA-256 over the call's key and the label (native hashing, the same as
-  // a derived call key), so a step never shares a record with a call or another step.
-  const both = native.callHashes(`${call.name}.step`, canonicalJson({ step: call.key }), canonicalJson(label));
-  const fingerprint = both.slice(0, 64);
-  const key = both.slice(64);
+  const { key, fingerprint } = stepIdentity(call, label, true);
 
   const watch = new Watch(store, key);
   try {
@@ -99,11 +110,20 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
       let claim: AcquireResult;
       const sentAt = performance.now();
       try {
-        claim = await store.acquire({ key, name, fingerprint, leaseMs, ttlMs, force: false });
+        // No ttlMs: a step lives as long as its call is unfinished (interrupted, waiting
+        // for an approval, failed and to be retried), however long that is.
+        claim = await store.acquire({ key, name, fingerprint, leaseMs, force: false });
       } catch (err) {
         throw asStoreError(err, key);
       }
-      if (claim.acquired) return await execute(call, { key, name }, claim.token, sentAt, fn);
+      if (claim.acquired) {
+        const self: StepCall = { call, key, name, fingerprint, token: claim.token, attempts: claim.attempts, claimedAt: sentAt };
+        if (claim.attempts === 1 && !claim.takenOver) {
+          const before = await legacyOutcome(call, label);
+          if (before !== undefined) return await adopt(self, before);
+        }
+        return await execute(self, fn);
+      }
       const record = claim.record;
       if (record.fingerprint !== fingerprint) {
         throw new KeyMismatchError(`idempotent-tools: the key of step "${label}" of "${call.name}" (${key}) is held by another record, "${record.name}"`, { key });
@@ -120,85 +140,142 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
   }
 }
 
+/** A step's claim, as its execution and settle need it. */
+interface StepCall {
+  call: RunningCall;
+  key: string;
+  name: string;
+  fingerprint: string;
+  token: string;
+  attempts: number;
+  claimedAt: number;
+}
+
+/** The outcome a step of this call completed under 0.1.0's identity, if any (see stepIdentity). */
+async function legacyOutcome(call: RunningCall, label: string): Promise<Pick<IdempotencyRecord, 'result' | 'error'> | undefined> {
+  const legacy = stepIdentity(call, label, false);
+  let record: IdempotencyRecord | null;
+  try {
+    record = await call.store.get(legacy.key);
+  } catch (err) {
+    throw asStoreError(err, legacy.key);
+  }
+  return record !== null && record.status === 'completed' && record.fingerprint === legacy.fingerprint ? record : undefined;
+}
+
 function replayed<T>(record: Pick<IdempotencyRecord, 'result' | 'error'>): Awaited<T> {
   if (record.error !== null) throw new TypeError(record.error.message);
   return record.result as Awaited<T>;
 }
 
-function errorOf(thrown: unknown): RecordError {
-  if (thrown instanceof Error) {
-    const { name, message } = thrown;
-    return { name: typeof name === 'string' ? name : 'Error', message: typeof message === 'string' ? message : '' };
-  }
-  let message: string;
-  try {
-    message = String(thrown);
-  } catch {
-    message = 'a value that cannot be turned into a string';
-  }
-  return { name: 'NonErrorThrown', message };
-}
-
 /** The result's stored text: the core's result encoder (the value's own key order), as for calls. */
 const encodeResult = resultJson;
 
-/** The core's lease keeper; a lost step lease shows when the step's complete is refused. */
-function leaseFor(store: RunningCall['store'], key: string, token: string, leaseMs: number, claimedAt: number): Lease {
-  return keepLease(store, key, token, leaseMs, claimedAt, () => {}, () => {});
+/** The core's lease keeper; a lost step lease shows when the step's settle is refused. */
+function leaseFor(self: StepCall): Lease {
+  return keepLease(self.call.store, self.key, self.token, self.call.leaseMs, self.claimedAt, () => {}, () => {});
 }
 
-async function execute<T>(call: RunningCall, self: { key: string; name: string }, token: string, claimedAt: number, fn: () => T): Promise<Awaited<T>> {
-  const { store, leaseMs, ttlMs } = call;
-  const { key, name } = self;
-  const startedAt = performance.now();
-  const lease = leaseFor(store, key, token, leaseMs, claimedAt);
-  let value: Awaited<T>;
+function settlingOf(self: StepCall): SettlingCall {
+  return { store: self.call.store, key: self.key, fingerprint: self.fingerprint, leaseMs: self.call.leaseMs, emit: () => {} };
+}
+
+/** Records a legacy step's outcome under the step's own claim, and returns it. */
+async function adopt<T>(self: StepCall, before: Pick<IdempotencyRecord, 'result' | 'error'>): Promise<Awaited<T>> {
+  const lease = leaseFor(self);
   try {
-    value = await running.run({ ...call, key, name }, fn);
-  } catch (thrown) {
+    const resultJson = before.result === undefined ? undefined : encodeResult(before.result);
+    await settleStep(self, lease, { resultJson, error: before.error ?? undefined, value: before.result }, 0);
+  } finally {
     lease.stop();
-    if (classifyThrown(thrown) !== 'aborted') {
-      // A failure (or a control-flow signal raised inside the step): the next run does
-      // the step again. An abort keeps the claim: the step may have had its effect, so
-      // the next run waits out the lease before it takes the step over.
+    notify(self.call.store, self.key);
+  }
+  return replayed(before);
+}
+
+/**
+ * Completes the step's claim through the call's settle path (retried, and read back when
+ * an attempt's outcome is unknown). Refused (another run took the step over after this
+ * one's lease ran out) or unknown after the retries: the caller must know.
+ */
+async function settleStep(
+  self: StepCall,
+  lease: Lease,
+  outcome: { resultJson?: string; error?: RecordError; value: unknown },
+  durationMs: number,
+): Promise<void> {
+  const settled = await settle(
+    settlingOf(self),
+    lease,
+    'complete',
+    { key: self.key, token: self.token, resultJson: outcome.resultJson, error: outcome.error, durationMs },
+    self.attempts,
+  );
+  if (settled.state === 'unknown') {
+    throw new StoreError(
+      `idempotent-tools: step ${self.name} ran, but its result could not be recorded (${asStoreError(settled.error).message}). ` +
+        'The step stays pending: after its lease runs out, the next run of the call takes it over and does it again',
+      { key: self.key, cause: settled.error },
+    );
+  }
+  if (settled.state === 'fenced') {
+    throw new LeaseLostError(
+      `idempotent-tools: step ${self.name} ran, but meanwhile another run of the call took the step over (this run's ` +
+        'lease ran out), so this result was not recorded: the stored outcome is the other run\'s. The step\'s side ' +
+        'effect may have happened twice; run the call again to get the recorded outcome',
+      { key: self.key, result: outcome.value },
+    );
+  }
+}
+
+async function execute<T>(self: StepCall, fn: () => T): Promise<Awaited<T>> {
+  const { call, key, name, token } = self;
+  const { store } = call;
+  const startedAt = performance.now();
+  const lease = leaseFor(self);
+  try {
+    let value: Awaited<T>;
+    try {
+      value = await running.run({ ...call, key, name, fingerprint: self.fingerprint }, fn);
+    } catch (thrown) {
+      if (classifyThrown(thrown) === 'aborted') {
+        // The step may have had its effect: keep the claim, so the next run waits out the
+        // lease before it takes the step over.
+        lease.stop();
+      } else {
+        // A failure (or a control-flow signal raised inside the step): the next run does
+        // the step again. The caller gets fn's own error whatever the record became.
+        await settle(
+          settlingOf(self),
+          lease,
+          'fail',
+          { key, token, error: errorOf(thrown), durationMs: performance.now() - startedAt },
+          self.attempts,
+        ).catch(() => {});
+      }
+      throw thrown;
+    }
+
+    let resultJson: string | undefined;
+    let unstorable: RecordError | undefined;
+    if (value !== undefined) {
       try {
-        await store.fail({ key, token, error: errorOf(thrown), ttlMs, durationMs: performance.now() - startedAt });
-      } catch {
-        // The caller gets fn's own error; the claim runs out after its lease.
-      } finally {
-        notify(store, key);
+        resultJson = encodeResult(value);
+      } catch (err) {
+        if (!(err instanceof Unencodable)) throw err;
+        unstorable = {
+          name: 'TypeError',
+          message:
+            `idempotent-tools: step ${name} ran, but its result cannot be stored: ${err.pathFrom('result')} is ${err.what}. ` +
+            'The step is recorded as completed and will not run again; return JSON data from the step',
+        };
       }
     }
-    throw thrown;
-  }
-  lease.stop();
-
-  let resultJson: string | undefined;
-  let unstorable: RecordError | undefined;
-  if (value !== undefined) {
-    try {
-      resultJson = encodeResult(value);
-    } catch (err) {
-      if (!(err instanceof Unencodable)) throw err;
-      unstorable = {
-        name: 'TypeError',
-        message:
-          `idempotent-tools: step ${name} ran, but its result cannot be stored: ${err.pathFrom('result')} is ${err.what}. ` +
-          'The step is recorded as completed and will not run again; return JSON data from the step',
-      };
-    }
-  }
-  try {
-    await store.complete({ key, token, resultJson, error: unstorable, ttlMs, durationMs: performance.now() - startedAt });
-  } catch (err) {
-    throw new StoreError(
-      `idempotent-tools: step ${name} ran, but its result could not be recorded (${asStoreError(err).message}). ` +
-        'The step stays pending: after its lease runs out, the next run of the call does it again',
-      { key, cause: err },
-    );
+    await settleStep(self, lease, { resultJson, error: unstorable, value }, performance.now() - startedAt);
+    if (unstorable !== undefined) throw new TypeError(unstorable.message);
+    return value;
   } finally {
+    lease.stop();
     notify(store, key);
   }
-  if (unstorable !== undefined) throw new TypeError(unstorable.message);
-  return value;
 }
