@@ -146,7 +146,10 @@ describe('idempotent-tools CLI', () => {
     const path = join(tempDir(), 'ops.db');
     const store = new lib.SqliteStore({ path });
     await store.acquire({ key: 'stuck', name: 'op', fingerprint: 'fp', leaseMs: 600_000, force: false });
-    await store.acquire({ key: 'old', name: 'op', fingerprint: 'fp', leaseMs: 1, ttlMs: 1, force: false });
+    // A settled record past its ttl is pruned; a pending one never is, however old (issue 19).
+    const old = await store.acquire({ key: 'old', name: 'op', fingerprint: 'fp', leaseMs: 1, ttlMs: 1, force: false });
+    if (old.acquired) await store.complete({ key: 'old', token: old.token, resultJson: '1', ttlMs: 1 });
+    await store.acquire({ key: 'dead-owner', name: 'op', fingerprint: 'fp', leaseMs: 1, ttlMs: 1, force: false });
     await store.close();
     const released = await cli('--db', path, 'release', '--key', 'stuck');
     expect(released.code).toBe(0);
@@ -156,5 +159,7 @@ describe('idempotent-tools CLI', () => {
     const pruned = await cli('--db', path, 'prune', '--json');
     expect(pruned.code).toBe(0);
     expect(JSON.parse(pruned.stdout)).toEqual({ deleted: 1 });
+    const left = JSON.parse((await cli('--db', path, 'inspect', '--json')).stdout).map((r: { key: string }) => r.key).sort();
+    expect(left).toEqual(['dead-owner', 'stuck']);
   });
 });

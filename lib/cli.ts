@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 
 import { pollChanges, sqliteChanges } from './cli/changes.js';
 import { age } from './cli/format.js';
-import { InspectRefusal, type OutputMode, inspect, recordByKey } from './cli/inspect.js';
+import { InspectRefusal, type OutputMode, type ProjectScope, inspect, recordByKey, visibleCount } from './cli/inspect.js';
 import { parsePort, ui } from './cli/ui.js';
 import { IdempotencyError } from './errors.js';
 import { projectNamespace } from './project.js';
@@ -149,7 +149,9 @@ function parse(argv: string[]) {
 
 type Values = ReturnType<typeof parse>['values'];
 
-async function openStore(values: Values, command: string): Promise<{ store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> }; where: string }> {
+type OpenedStore = { store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> }; where: string; project?: ProjectScope };
+
+async function openStore(values: Values, command: string): Promise<OpenedStore> {
   if (values.redis !== undefined) {
     // Loaded only when asked for, so the SQLite path never touches Redis code.
     const { RedisStore } = await import('./redis-store.js');
@@ -177,7 +179,17 @@ async function openStore(values: Values, command: string): Promise<{ store: Stor
   const project = values.project ?? (values.db === undefined ? projectNamespace() : undefined);
   const store = new SqliteStore(project === undefined ? { path, allNamespaces: true } : { path, namespace: project });
   await store.ready();
-  return { store, where: store.path };
+  if (project === undefined) return { store, where: store.path };
+  // The file may hold other projects' records, which this view leaves out: say so.
+  const otherProjects = async () => {
+    const every = new SqliteStore({ path, allNamespaces: true });
+    try {
+      return ((await visibleCount(every)) ?? 0) - ((await visibleCount(store)) ?? 0);
+    } finally {
+      await every.close();
+    }
+  };
+  return { store, where: store.path, project: { name: project, path: store.path, otherProjects } };
 }
 
 async function confirm(question: string): Promise<boolean> {
@@ -192,7 +204,7 @@ async function confirm(question: string): Promise<boolean> {
 async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void, err: (text: string) => void): Promise<void> {
   const { values, query } = parsed;
   const command = parsed.command!;
-  const { store, where } = await openStore(values, command);
+  const { store, where, project } = await openStore(values, command);
   let key = values.key;
   const json = values.json === true;
   const missing = () => new Refusal(`no record with key ${key} in ${where}`);
@@ -203,7 +215,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         const follow = values.follow
           ? () => (store instanceof SqliteStore ? sqliteChanges(store.path) : Promise.resolve(pollChanges()))
           : undefined;
-        await inspect(store, where, { query: query!, mode, out, err, follow });
+        await inspect(store, where, { query: query!, mode, out, err, follow, project });
         return;
       }
       case 'ui': {
@@ -255,14 +267,19 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
       }
       case 'stats': {
         const s = await store.stats!();
+        const others = project === undefined ? 0 : await project.otherProjects();
         if (json) {
-          out(JSON.stringify(s, null, 2));
+          out(JSON.stringify(project === undefined ? s : { ...s, project: project.name, otherProjects: others }, null, 2));
         } else {
           const oldest = s.oldestPendingAt === null ? 'none' : `${age(Date.now() - s.oldestPendingAt)} old`;
           const size = s.sizeBytes === null ? 'unknown' : `${(s.sizeBytes / 1024).toFixed(1)} KiB`;
           out(
             [
               `store      ${where}`,
+              ...(project === undefined
+                ? []
+                : [`project    ${JSON.stringify(project.name)} (what its calls see: its own records and the file's records without a project)` +
+                  (others > 0 ? `; ${others} record${others === 1 ? '' : 's'} of other projects not counted (--db ${project.path} counts every project's)` : '')]),
               `completed  ${s.completed}`,
               `pending    ${s.pending} (oldest: ${oldest})`,
               `failed     ${s.failed}`,

@@ -33,6 +33,14 @@ impl Scope {
     }
 }
 
+/// The rows a scope sees, as a WHERE condition on `records` with the namespace as `?2`:
+/// a project's own records, and the records of the namespace `''` that it honours (see
+/// `read_legacy`) where it has none of its own under that key, so that what `inspect`
+/// and `stats` show is what a call in that project would see.
+const SEEN_BY_SCOPE: &str = "(?2 IS NULL OR records.namespace = ?2
+     OR (?2 <> '' AND records.namespace = ''
+         AND NOT EXISTS (SELECT 1 FROM records AS own WHERE own.namespace = ?2 AND own.key = records.key)))";
+
 const COLUMNS: &str = "namespace, key, name, fingerprint, status, token, result, error, attempts, \
                        created_at, updated_at, expires_at, lease_expires_at, lease_clock, lease_until, \
                        meta, duration_ms";
@@ -314,7 +322,7 @@ pub fn list(
         return Ok(out);
     }
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM records WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR namespace = ?2)
+        "SELECT {COLUMNS} FROM records WHERE (?1 IS NULL OR status = ?1) AND {SEEN_BY_SCOPE}
          ORDER BY created_at, namespace, key"
     ))?;
     for row in stmt.query_map(params![status, scope.filter()], to_record)? {
@@ -333,9 +341,10 @@ pub fn list(
 pub fn stats(conn: &Connection, scope: &Scope, now: &Now) -> rusqlite::Result<NativeStats> {
     let mut stats = NativeStats::default();
     let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM records WHERE ?1 IS NULL OR namespace = ?1"
+        "SELECT {COLUMNS} FROM records WHERE {SEEN_BY_SCOPE}"
     ))?;
-    for row in stmt.query_map([scope.filter()], to_record)? {
+    // ?1 is not used here (SEEN_BY_SCOPE names the namespace ?2, as in `list`).
+    for row in stmt.query_map(params![None::<&str>, scope.filter()], to_record)? {
         stats.count(&row?, now);
     }
     let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
