@@ -13,6 +13,7 @@ import { parsePort, ui } from './cli/ui.js';
 import { IdempotencyError } from './errors.js';
 import { projectNamespace } from './project.js';
 import { QueryError, parseQuery } from './record-query.js';
+import { storeFromEnvironment } from './default-store.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
 import type { Store } from './store.js';
 
@@ -43,11 +44,14 @@ Options:
   --redis URL             a Redis store instead: redis://[user:password@]host:port/db
                           or rediss:// for TLS (default: $IDEMPOTENT_TOOLS_REDIS_URL,
                           which keeps a password out of ps; --db overrides it)
-  --prefix P              the Redis store's key prefix (default: idempotent-tools:)
+  --prefix P              the Redis store's key prefix (default: $IDEMPOTENT_TOOLS_REDIS_PREFIX,
+                          else idempotent-tools:)
   --cluster               the --redis URL is a node of a Redis Cluster
   --postgres URL          a PostgreSQL store: postgres://user[:password]@host/db
-                          (migrate and --table use $DATABASE_URL when it is not given)
-  --table T               the Postgres table (default: idempotent_tools_records)
+                          (default: $IDEMPOTENT_TOOLS_POSTGRES_URL; migrate and --table
+                          use $DATABASE_URL when neither is given)
+  --table T               the Postgres table (default: $IDEMPOTENT_TOOLS_POSTGRES_TABLE,
+                          else idempotent_tools_records)
   --key K                 the record's key, or a unique start of it (as git takes hashes)
   --name N                inspect: only calls of the function named N
   --status S              inspect: only pending, completed or failed records
@@ -112,8 +116,21 @@ function parse(argv: string[]) {
   if ((command === 'migrate' || values.table !== undefined) && (values.db !== undefined || values.redis !== undefined)) {
     throw new UsageError(`${command === 'migrate' ? 'migrate' : '--table'} goes with --postgres`);
   }
-  if (values.redis === undefined && values.db === undefined && values.postgres === undefined && process.env.IDEMPOTENT_TOOLS_REDIS_URL) {
-    values.redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL;
+  if (values.redis === undefined && values.db === undefined && values.postgres === undefined) {
+    // No store flag: the store the library's defaultStore() uses, from the same variables.
+    let choice;
+    try {
+      choice = storeFromEnvironment();
+    } catch (err) {
+      throw new UsageError((err as Error).message.replace(/^idempotent-tools: /, ''));
+    }
+    if (choice.kind === 'redis') {
+      values.redis = choice.url;
+      values.prefix ??= choice.prefix;
+    } else if (choice.kind === 'postgres') {
+      values.postgres = choice.url;
+      values.table ??= choice.table;
+    }
   }
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
   if (values.project !== undefined && values.redis !== undefined) throw new UsageError('--project goes with the SQLite store, not --redis');

@@ -24,7 +24,7 @@ import { WRAPS, claimName } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
-import { defaultStore } from './sqlite-store.js';
+import { defaultStore, defaultStoreGeneration } from './default-store.js';
 import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, Store } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
@@ -64,8 +64,19 @@ export function idempotent<A extends unknown[], R>(
   // A wrapper built on this one (idempotentTx) names the user's own function.
   const own = (options as { [WRAPS]?: unknown } | undefined)?.[WRAPS];
   claimName(typeof own === 'function' ? own : fn, config.name, config.store);
+  // Without `store`: the default store, looked up at the first call, and again after a
+  // setDefaultStore (a generation count, so the hot path reads no environment).
   let store = config.store;
-  const resolveStore = () => (store ??= defaultStore());
+  let seen = -1;
+  const resolveStore = (): Store => {
+    if (config.store !== undefined) return config.store;
+    const generation = defaultStoreGeneration();
+    if (store === undefined || seen !== generation) {
+      store = defaultStore();
+      seen = generation;
+    }
+    return store;
+  };
 
   const call = (explicitKey: string | undefined, args: A) => runCall(config, resolveStore, fn, explicitKey, args);
   const wrapped = ((...args: A) => call(undefined, args)) as IdempotentFunction<A, R>;

@@ -6,7 +6,6 @@ import { join, resolve } from 'node:path';
 import { NativeSqliteStore } from './native.js';
 import { NativeBackedStore } from './native-store.js';
 import { RECORDS_PLACE } from './names.js';
-import { projectNamespace } from './project.js';
 
 export interface SqliteStoreOptions {
   /** The store file. Default: `IDEMPOTENT_TOOLS_DB`, else `~/.idempotent_tools/store.db`. */
@@ -76,6 +75,16 @@ function checkOptions(options: SqliteStoreOptions) {
   if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
     throw new TypeError('SqliteStore: path must be a non-empty file path string');
   }
+  if (path === ':memory:' || path.startsWith('file:')) {
+    // SQLite's in-memory database is one per connection, and the store's writer and
+    // readers are several connections: each would see its own, and calls would run twice.
+    // A "file:" URI is not parsed here, so it would become a file of that name.
+    throw new TypeError(
+      `SqliteStore: path ${JSON.stringify(path)} is not a file path; the store keeps its records in a file that its ` +
+        'connections (and other processes) share. For tests, use MemoryStore from "idempotent-tools/testing", ' +
+        'or a file in a temp folder',
+    );
+  }
   if (LONE_SURROGATE.test(path)) {
     // The native side gets UTF-8, where a lone surrogate would become U+FFFD: two different
     // paths would open one file.
@@ -102,21 +111,3 @@ function checkOptions(options: SqliteStoreOptions) {
   return { path: resolve(path), durability, busyTimeoutMs, namespace, allNamespaces } as const;
 }
 
-const defaults = new Map<string, SqliteStore>();
-
-/**
- * The process-wide store at `IDEMPOTENT_TOOLS_DB` or `~/.idempotent_tools/store.db`, in
- * the current project's namespace (`projectNamespace()`), both read when called. Every
- * call with the same path and project returns the same store.
- */
-export function defaultStore(): SqliteStore {
-  const path = resolve(defaultStorePath());
-  const namespace = projectNamespace();
-  const id = JSON.stringify([path, namespace]);
-  let store = defaults.get(id);
-  if (store === undefined || store.closed) {
-    store = new SqliteStore({ path, namespace });
-    defaults.set(id, store);
-  }
-  return store;
-}

@@ -24,6 +24,9 @@ import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type Le
 import { idempotent } from './idempotent.js';
 import type { Store } from './store.js';
 
+export { MemoryStore } from './memory-store.js';
+export type { MemoryStoreOptions } from './memory-store.js';
+
 type Body = () => Promise<void>;
 export interface Runner {
   describe: (name: string, body: () => void) => unknown;
