@@ -11,11 +11,12 @@ import { join } from 'node:path';
 import { Pool, type PoolClient } from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, tempDb, tempDir } from './helpers';
+import { ROOT, collect, lib, tempDir } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 import { sharedRedis, uniquePrefix } from './redis-server';
+import { afterTheOwner, openWhere, threeStores } from './stores';
 
-const { idempotent, step, SqliteStore, RedisStore, PostgresStore, DuplicateInFlightError } = lib;
+const { idempotent, step } = lib;
 const { idempotentTx } = require(join(ROOT, 'dist', 'pg.js')) as typeof import('../dist/pg.js');
 const WORKER = join(ROOT, '__test__', 'fixtures', 'steps-worker.js');
 const LEASE_MS = 1500;
@@ -28,18 +29,7 @@ afterAll(async () => {
   await dropTables();
 });
 
-type Where = { db: string } | { redis: string; prefix: string } | { postgres: string; table: string };
-const places: Array<[string, () => Where]> = [
-  ['SqliteStore', () => ({ db: tempDb() })],
-  ['RedisStore', () => ({ redis: redis.url, prefix: uniquePrefix() })],
-  ['PostgresStore', () => ({ postgres: PG_URL, table: uniqueTable() })],
-];
-const open = (where: Where) =>
-  'db' in where
-    ? new SqliteStore({ path: where.db })
-    : 'redis' in where
-      ? new RedisStore({ url: where.redis, prefix: where.prefix })
-      : new PostgresStore({ url: where.postgres, table: where.table });
+const places = threeStores(redis.url, uniquePrefix);
 
 function effects(log: string): Record<string, number> {
   const counts: Record<string, number> = {};
@@ -49,18 +39,6 @@ function effects(log: string): Record<string, number> {
     counts[what] = (counts[what] ?? 0) + 1;
   }
   return counts;
-}
-
-/** Calls until the dead owner's claim can be taken over (DuplicateInFlightError until then). */
-async function afterTheOwner<T>(call: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      return await call();
-    } catch (err) {
-      if (!(err instanceof DuplicateInFlightError)) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 }
 
 // [where it dies, the effects the crash leaves, the effects after the next call]
@@ -85,7 +63,7 @@ for (const [storeName, place] of places) {
         expect(died.signal, died.stderr).toBe('SIGKILL');
         expect(effects(log)).toEqual(afterCrash);
 
-        const store = open(where);
+        const store = openWhere(where);
         try {
           const { appendFileSync } = require('node:fs') as typeof import('node:fs');
           const order = idempotent(async function order(id: string) {

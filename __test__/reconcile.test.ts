@@ -10,8 +10,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, collect, lib, tempDb, tempDir } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
+import { afterTheOwner } from './stores';
 
-const { idempotent, SqliteStore, RedisStore, DuplicateInFlightError } = lib;
+const { idempotent, SqliteStore, RedisStore } = lib;
 const WORKER = join(ROOT, '__test__', 'fixtures', 'worker.js');
 const LEASE_MS = 1500;
 const redis = await sharedRedis();
@@ -26,18 +27,6 @@ const places: Array<[string, () => Where]> = [
 /** The provider's charges for a key: the lines the log holds. */
 function charges(log: string, key: string): string[] {
   return existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l.startsWith(`${key} `)) : [];
-}
-
-/** Calls until the dead owner's lease has run out (DuplicateInFlightError until then). */
-async function afterTheLease<T>(call: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      return await call();
-    } catch (err) {
-      if (!(err instanceof DuplicateInFlightError)) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 }
 
 async function crashAfterCharge(where: Where, log: string, key: string) {
@@ -80,7 +69,7 @@ for (const [storeName, place] of places) {
           return { happened: true, result: { key: attempt.key, by: Number(found[0].split(' ')[1]), reconciled: true } };
         },
       });
-      const first = await afterTheLease(() => tool.withKey(key)(key));
+      const first = await afterTheOwner(() => tool.withKey(key)(key));
       expect(first).toMatchObject({ key, reconciled: true });
       expect(asked).toEqual([{ key, name: 'tool', args: [key], attempts: 2, current: key }]);
       expect(events).toContain('reconciled');
@@ -121,7 +110,7 @@ for (const [storeName, place] of places) {
         leaseMs: LEASE_MS,
         reconcile: async () => answers[asked++]() as { happened: false },
       });
-      await expect(afterTheLease(() => tool.withKey(key)(key))).rejects.toBe(providerDown);
+      await expect(afterTheOwner(() => tool.withKey(key)(key))).rejects.toBe(providerDown);
       expect(runs).toBe(0);
       expect((await store.get(key))?.status).toBe('pending');
       // Asked again at once (the claim was handed back), and a malformed answer is a TypeError.

@@ -8,11 +8,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, lib, lineFrom, tempDb, tempDir } from './helpers';
-import { PG_URL, dropTables, uniqueTable } from './postgres-server';
+import { ROOT, lib, lineFrom, tempDir } from './helpers';
+import { dropTables } from './postgres-server';
 import { sharedRedis, uniquePrefix } from './redis-server';
+import { afterTheOwner, openWhere, threeStores } from './stores';
 
-const { idempotent, SqliteStore, RedisStore, PostgresStore, DuplicateInFlightError } = lib;
+const { idempotent } = lib;
 const WORKER = join(ROOT, '__test__', 'fixtures', 'worker.js');
 const redis = await sharedRedis();
 afterAll(async () => {
@@ -20,19 +21,7 @@ afterAll(async () => {
   await dropTables();
 });
 
-type Where = { db: string } | { redis: string; prefix: string } | { postgres: string; table: string };
-const places: Array<[string, () => Where]> = [
-  ['SqliteStore', () => ({ db: tempDb() })],
-  ['RedisStore', () => ({ redis: redis.url, prefix: uniquePrefix() })],
-  ['PostgresStore', () => ({ postgres: PG_URL, table: uniqueTable() })],
-];
-
-const open = (where: Where) =>
-  'db' in where
-    ? new SqliteStore({ path: where.db })
-    : 'redis' in where
-      ? new RedisStore({ url: where.redis, prefix: where.prefix })
-      : new PostgresStore({ url: where.postgres, table: where.table });
+const places = threeStores(redis.url, uniquePrefix);
 
 function charges(log: string, key: string): number {
   return existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l.startsWith(`${key} `)).length : 0;
@@ -63,7 +52,7 @@ for (const [storeName, place] of places) {
       await died;
       expect(charges(log, key)).toBe(1);
 
-      const store = open(where);
+      const store = openWhere(where);
       try {
         const asked: number[] = [];
         const tool = idempotent(
@@ -80,16 +69,7 @@ for (const [storeName, place] of places) {
             },
           },
         );
-        let result: unknown;
-        for (;;) {
-          try {
-            result = await tool.withKey(key)(key);
-            break;
-          } catch (err) {
-            if (!(err instanceof DuplicateInFlightError)) throw err;
-            await new Promise((r) => setTimeout(r, 50)); // the dead owner's lease has not run out yet
-          }
-        }
+        const result = await afterTheOwner(() => tool.withKey(key)(key));
         expect(asked).toEqual([2]);
         expect(result).toEqual({ key, by: 'the provider' });
         expect(charges(log, key)).toBe(1);
@@ -103,7 +83,7 @@ for (const [storeName, place] of places) {
     });
 
     it('a pending claim carries no expiry: it is still there, pending, long after ttlMs', async () => {
-      const store = open(place());
+      const store = openWhere(place());
       try {
         const claim = await store.acquire({ key: 'k', name: 'tool', fingerprint: 'fp', leaseMs: 60_000, ttlMs: 20, force: false });
         expect(claim.acquired).toBe(true);
