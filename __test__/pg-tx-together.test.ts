@@ -45,10 +45,11 @@ describe('idempotentTx with a ttlMs, and a transaction longer than ttlMs and lea
       async function addOrder(client: PoolClient, id: string) {
         runs++;
         await client.query(`INSERT INTO "${orders}" (id) VALUES ($1)`, [id]);
-        await clockPast(Date.now() + 250); // longer than ttlMs and leaseMs
+        await clockPast(Date.now() + 1300); // longer than ttlMs and leaseMs
         return { id };
       },
-      { pool: pool(), table: records, ttlMs: 50, leaseMs: 100 },
+      // A ttl long enough for the replay below to come before the record expires.
+      { pool: pool(), table: records, ttlMs: 1000, leaseMs: 100 },
     );
     expect(await addOrder('o-1')).toEqual({ id: 'o-1' });
     expect(await addOrder('o-1')).toEqual({ id: 'o-1' });
@@ -56,7 +57,7 @@ describe('idempotentTx with a ttlMs, and a transaction longer than ttlMs and lea
     expect(await count(orders)).toBe(1);
     // The row as stored (a read through a store would hide it once expired).
     const { rows } = await sql(`SELECT status, expires_at - updated_at AS ttl FROM "${records}" WHERE key = $1`, [addOrder.keyFor('o-1')]);
-    expect(rows).toEqual([{ status: 'completed', ttl: '50' }]); // ttlMs counts from the settle
+    expect(rows).toEqual([{ status: 'completed', ttl: '1000' }]); // ttlMs counts from the settle
   });
 });
 

@@ -288,12 +288,13 @@ class TxStore implements Store {
       const { rows: bound } = await client.query(CLAIM_LOCK_TIMEOUT, [lockWait]);
       const userLockTimeout = String(bound[0].prior);
       for (let tries = 0; tries < 8; tries++) {
+        // PostgresStore's claim statement, as a batch of one.
         const { rows } = await client.query(this.sql.acquire, [
-          request.key, request.name, request.fingerprint, token, Math.ceil(request.leaseMs), request.force,
-          request.meta === undefined ? null : JSON.stringify(request.meta),
+          [request.key], [request.name], [request.fingerprint], [token], [Math.ceil(request.leaseMs)], [request.force],
+          [request.meta === undefined ? null : JSON.stringify(request.meta)],
         ]);
-        if (rows.length === 0) continue; // the row changed after this statement's snapshot
         const r = rows[0];
+        if (!r.acquired && r.status === null) continue; // a row appeared after this statement's snapshot
         if (r.acquired) {
           const { rows: after } = await client.query(AFTER_CLAIM, [userLockTimeout]);
           tx.txid = after[0].txid;
@@ -337,9 +338,10 @@ class TxStore implements Store {
 
   #settleParams(request: SettleRequest, status: 'completed' | 'failed'): unknown[] {
     const error = request.error === undefined ? null : JSON.stringify({ name: request.error.name, message: request.error.message });
+    // PostgresStore's settle statement, as a batch of one.
     return [
-      request.key, request.token, status, request.resultJson ?? null, error,
-      request.ttlMs === undefined ? null : Math.ceil(request.ttlMs), request.durationMs ?? null,
+      [request.key], [request.token], [status], [request.resultJson ?? null], [error],
+      [request.ttlMs === undefined ? null : Math.ceil(request.ttlMs)], [request.durationMs ?? null],
     ];
   }
 

@@ -6,7 +6,8 @@
  */
 
 import * as native from './native.js';
-import { NativeBackedStore, type NativeStore } from './native-store.js';
+import { type BatchingNativeStore, batched } from './batch.js';
+import { NativeBackedStore } from './native-store.js';
 import { RECORDS_PLACE } from './names.js';
 import { InexactStringError } from './exact-strings.js';
 import type { AcquireRequest, AcquireResult, IdempotencyRecord } from './store.js';
@@ -50,7 +51,10 @@ export class PostgresStore extends NativeBackedStore {
     } catch (err) {
       throw new TypeError(`PostgresStore: ${(err as Error).message}`);
     }
-    super(async () => store as unknown as NativeStore);
+    // acquire and complete go to Rust in batches: the calls of one turn of the loop are one
+    // statement, and one commit, on the server.
+    const raw = store as unknown as BatchingNativeStore;
+    super(async () => batched(raw));
     this.#pg = store;
     this.path = store.path;
     this.table = store.table;

@@ -6,6 +6,7 @@
 
 #![deny(clippy::all)]
 
+mod batch_reply;
 mod claim;
 mod clock;
 mod failure;

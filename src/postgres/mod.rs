@@ -26,6 +26,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tokio_postgres::Row;
 
+use crate::batch_reply::{AcquireReply, SettleReply};
 use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
 use crate::clock::Now;
 use crate::failure::{guarded, StoreFailure, StoreResult};
@@ -137,6 +138,24 @@ fn check_text(what: &str, value: &str) -> StoreResult<()> {
     Ok(())
 }
 
+/// The only answer of a batch of one.
+fn one<T>(mut answers: Vec<StoreResult<T>>) -> StoreResult<T> {
+    answers.pop().unwrap_or_else(|| {
+        Err(StoreFailure::new(
+            "internal error: a batch of one had no answer",
+        ))
+    })
+}
+
+/// `todo` split into the first request of each key (one statement) and the rest (later).
+fn distinct_keys<'a>(
+    todo: &[usize],
+    key: impl Fn(usize) -> &'a String,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut seen = std::collections::HashSet::new();
+    todo.iter().partition(|&&i| seen.insert(key(i)))
+}
+
 fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<Duration> {
     let ms = value.unwrap_or(default);
     if !ms.is_finite() || ms <= 0.0 {
@@ -156,103 +175,246 @@ struct Inner {
 
 impl Inner {
     async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
+        one(self.acquire_batch(vec![req]).await)
+    }
+
+    /// Claims every request (see `sql/acquire.sql`), each with its own outcome: one
+    /// statement for the batch, and again for the claims that must be sent again (a row
+    /// that appeared or changed after the statement's snapshot) and for a key's later
+    /// requests (one statement touches a row once).
+    async fn acquire_batch(&self, reqs: Vec<AcquireRequest>) -> Vec<StoreResult<AcquireOutcome>> {
         const WHAT: &str = "PostgreSQL acquire failed";
-        check_text("key", &req.key)?;
-        check_text("name", &req.name)?;
-        let token = new_token();
-        let lease = whole_ms(req.lease_ms);
-        for _ in 0..ACQUIRE_TRIES {
+        let mut out: Vec<Option<StoreResult<AcquireOutcome>>> =
+            (0..reqs.len()).map(|_| None).collect();
+        let tokens: Vec<String> = reqs.iter().map(|_| new_token()).collect();
+        let mut tries = vec![0usize; reqs.len()];
+        let mut todo: Vec<usize> = Vec::with_capacity(reqs.len());
+        for (i, r) in reqs.iter().enumerate() {
+            match check_text("key", &r.key).and_then(|_| check_text("name", &r.name)) {
+                Ok(()) => todo.push(i),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        while !todo.is_empty() {
+            let (round, later) = distinct_keys(&todo, |i| &reqs[i].key);
+            let keys: Vec<&str> = round.iter().map(|&i| reqs[i].key.as_str()).collect();
+            let names: Vec<&str> = round.iter().map(|&i| reqs[i].name.as_str()).collect();
+            let fingerprints: Vec<&str> = round
+                .iter()
+                .map(|&i| reqs[i].fingerprint.as_str())
+                .collect();
+            let round_tokens: Vec<&str> = round.iter().map(|&i| tokens[i].as_str()).collect();
+            let leases: Vec<i64> = round.iter().map(|&i| whole_ms(reqs[i].lease_ms)).collect();
+            let forces: Vec<bool> = round.iter().map(|&i| reqs[i].force).collect();
+            let metas: Vec<Option<&str>> = round.iter().map(|&i| reqs[i].meta.as_deref()).collect();
             let rows = self
                 .pool
                 .run(WHAT, |s| {
-                    let (req, token) = (&req, &token);
+                    let params = (
+                        &keys,
+                        &names,
+                        &fingerprints,
+                        &round_tokens,
+                        &leases,
+                        &forces,
+                        &metas,
+                    );
                     async move {
                         s.client
                             .query(
                                 &s.st.acquire,
                                 &[
-                                    &req.key,
-                                    &req.name,
-                                    &req.fingerprint,
-                                    token,
-                                    &lease,
-                                    &req.force,
-                                    &req.meta,
+                                    params.0, params.1, params.2, params.3, params.4, params.5,
+                                    params.6,
                                 ],
                             )
                             .await
                     }
                 })
-                .await?;
-            let Some(row) = rows.first() else { continue };
-            let acquired: bool = row.get(0);
-            let attempts = attempts_of(row.get(1));
-            if acquired {
-                return Ok(AcquireOutcome {
-                    acquired,
-                    token: Some(token),
-                    attempts,
-                    taken_over: row.get(2),
-                    record: None,
+                .await;
+            let rows = match rows {
+                Ok(rows) => rows,
+                Err(e) => {
+                    for &i in &round {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                    todo = later;
+                    continue;
+                }
+            };
+            let mut again = Vec::new();
+            for row in &rows {
+                let Some(&i) = usize::try_from(row.get::<_, i64>(0) - 1)
+                    .ok()
+                    .and_then(|n| round.get(n))
+                else {
+                    continue;
+                };
+                let req = &reqs[i];
+                let acquired: bool = row.get(1);
+                let attempts = attempts_of(row.get::<_, Option<i32>>(2).unwrap_or(0));
+                if acquired {
+                    out[i] = Some(Ok(AcquireOutcome {
+                        acquired,
+                        token: Some(tokens[i].clone()),
+                        attempts,
+                        taken_over: row.get(3),
+                        record: None,
+                    }));
+                    continue;
+                }
+                let now: i64 = row.get(4);
+                let found: Option<String> = row.get(7); // status: null when the snapshot had no row
+                let refused = found.is_some().then(|| {
+                    let mut record = record_at(row, req.key.clone(), 5);
+                    record.attempts = attempts;
+                    record
                 });
+                // The snapshot showed no row, or one that the claim rule would have let
+                // us claim: the row appeared or changed under us. Send it again.
+                match refused {
+                    Some(record)
+                        if decide(
+                            Some(&as_claim_record(&record)),
+                            &req.fingerprint,
+                            req.force,
+                            &Now::from(now),
+                        ) == Decision::Refuse =>
+                    {
+                        out[i] = Some(Ok(AcquireOutcome {
+                            acquired: false,
+                            token: None,
+                            attempts,
+                            taken_over: false,
+                            record: Some(record),
+                        }));
+                    }
+                    _ => {
+                        tries[i] += 1;
+                        if tries[i] >= ACQUIRE_TRIES {
+                            out[i] = Some(Err(self.pool.target.failure(
+                                WHAT,
+                                format!(
+                                    "key {:?} kept changing under {ACQUIRE_TRIES} tries",
+                                    req.key
+                                ),
+                            )));
+                        } else {
+                            again.push(i);
+                        }
+                    }
+                }
             }
-            let now: i64 = row.get(3);
-            let mut record = record_at(row, req.key.clone(), 4);
-            record.attempts = attempts;
-            // The snapshot showed a row that the claim rule would have let us claim: it
-            // changed under us (the statement saw a newer version). Look again.
-            if decide(
-                Some(&as_claim_record(&record)),
-                &req.fingerprint,
-                req.force,
-                &Now::from(now),
-            ) != Decision::Refuse
-            {
-                continue;
+            for &i in &round {
+                if out[i].is_none() && !again.contains(&i) {
+                    out[i] = Some(Err(self
+                        .pool
+                        .target
+                        .failure(WHAT, "the statement returned no row for a claim")));
+                }
             }
-            return Ok(AcquireOutcome {
-                acquired: false,
-                token: None,
-                attempts,
-                taken_over: false,
-                record: Some(record),
-            });
+            again.extend(later);
+            todo = again;
         }
-        Err(self.pool.target.failure(
-            WHAT,
-            format!(
-                "key {:?} kept changing under {ACQUIRE_TRIES} tries",
-                req.key
-            ),
-        ))
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(StoreFailure::new(
+                        "internal error: a claim of the batch was not answered",
+                    ))
+                })
+            })
+            .collect()
     }
 
     async fn settle(&self, status: &'static str, r: SettleRequest) -> StoreResult<bool> {
+        one(self.settle_batch(status, vec![r]).await)
+    }
+
+    /// Settles every request (see `sql/settle.sql`), each with its own answer; a key's
+    /// later requests go in a statement of their own (one statement touches a row once).
+    async fn settle_batch(
+        &self,
+        status: &'static str,
+        reqs: Vec<SettleRequest>,
+    ) -> Vec<StoreResult<bool>> {
         let what = if status == COMPLETED {
             "PostgreSQL complete failed"
         } else {
             "PostgreSQL fail failed"
         };
-        check_text("key", &r.key)?;
-        let ttl = r.ttl_ms.map(whole_ms);
-        let duration = r.duration_ms.filter(|d| d.is_finite());
-        let row = self
-            .pool
-            .run(what, |s| {
-                let r = &r;
-                async move {
-                    s.client
-                        .query_one(
-                            &s.st.settle,
-                            &[
-                                &r.key, &r.token, &status, &r.result, &r.error, &ttl, &duration,
-                            ],
-                        )
-                        .await
+        let mut out: Vec<Option<StoreResult<bool>>> = (0..reqs.len()).map(|_| None).collect();
+        let mut todo = Vec::with_capacity(reqs.len());
+        for (i, r) in reqs.iter().enumerate() {
+            match check_text("key", &r.key) {
+                Ok(()) => todo.push(i),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        while !todo.is_empty() {
+            let (round, later) = distinct_keys(&todo, |i| &reqs[i].key);
+            let keys: Vec<&str> = round.iter().map(|&i| reqs[i].key.as_str()).collect();
+            let tokens: Vec<&str> = round.iter().map(|&i| reqs[i].token.as_str()).collect();
+            let statuses: Vec<&str> = round.iter().map(|_| status).collect();
+            let results: Vec<Option<&str>> =
+                round.iter().map(|&i| reqs[i].result.as_deref()).collect();
+            let errors: Vec<Option<&str>> =
+                round.iter().map(|&i| reqs[i].error.as_deref()).collect();
+            let ttls: Vec<Option<i64>> = round
+                .iter()
+                .map(|&i| reqs[i].ttl_ms.map(whole_ms))
+                .collect();
+            let durations: Vec<Option<f64>> = round
+                .iter()
+                .map(|&i| reqs[i].duration_ms.filter(|d| d.is_finite()))
+                .collect();
+            let rows = self
+                .pool
+                .run(what, |s| {
+                    let params = (
+                        &keys, &tokens, &statuses, &results, &errors, &ttls, &durations,
+                    );
+                    async move {
+                        s.client
+                            .query(
+                                &s.st.settle,
+                                &[
+                                    params.0, params.1, params.2, params.3, params.4, params.5,
+                                    params.6,
+                                ],
+                            )
+                            .await
+                    }
+                })
+                .await;
+            match rows {
+                Ok(rows) => {
+                    for row in &rows {
+                        if let Some(&i) = usize::try_from(row.get::<_, i64>(0) - 1)
+                            .ok()
+                            .and_then(|n| round.get(n))
+                        {
+                            out[i] = Some(Ok(row.get(1)));
+                        }
+                    }
                 }
+                Err(e) => {
+                    for &i in &round {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+            todo = later;
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(StoreFailure::new(
+                        "internal error: a settle of the batch was not answered",
+                    ))
+                })
             })
-            .await?;
-        Ok(row.get(0))
+            .collect()
     }
 
     async fn renew(&self, key: String, token: String, lease_ms: f64) -> StoreResult<bool> {
@@ -474,6 +636,33 @@ impl NativePostgresStore {
     #[napi]
     pub async fn acquire(&self, request: AcquireRequest) -> Result<AcquireOutcome> {
         self.with(|s| async move { s.acquire(request).await }).await
+    }
+
+    /// Every acquire issued in one turn of the event loop, in one crossing and one
+    /// statement (one commit, where each would be its own).
+    #[napi]
+    pub async fn acquire_batch(&self, requests: Vec<AcquireRequest>) -> Result<Vec<AcquireReply>> {
+        self.with(|s| async move {
+            Ok(s.acquire_batch(requests)
+                .await
+                .into_iter()
+                .map(AcquireReply::from)
+                .collect())
+        })
+        .await
+    }
+
+    /// Every complete issued in one turn of the event loop, in one crossing and one statement.
+    #[napi]
+    pub async fn complete_batch(&self, requests: Vec<SettleRequest>) -> Result<Vec<SettleReply>> {
+        self.with(|s| async move {
+            Ok(s.settle_batch(COMPLETED, requests)
+                .await
+                .into_iter()
+                .map(SettleReply::from)
+                .collect())
+        })
+        .await
     }
 
     #[napi]

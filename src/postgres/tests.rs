@@ -312,3 +312,167 @@ async fn an_unreachable_server_is_an_error_without_the_password() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_batch_answers_each_claim_on_its_own_rule_in_one_statement_per_round() {
+    let f = Fixture::new();
+    let st = &f.inner;
+    // A completed record, a pending one with a live lease, and a failed one, before the batch.
+    let done = st
+        .acquire(req("done", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle("done", done.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    let live = st
+        .acquire(req("live", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let failed = st
+        .acquire(req("failed", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .settle(
+            FAILED,
+            settle(
+                "failed",
+                failed.token.as_ref().unwrap(),
+                None,
+                Some(r#"{"name":"E","message":"m"}"#),
+                None
+            )
+        )
+        .await
+        .unwrap());
+
+    let out = st
+        .acquire_batch(vec![
+            req("new", "fp", 60_000.0, None, false),
+            req("done", "fp", 60_000.0, None, false),
+            req("done", "other", 60_000.0, None, false),
+            req("live", "fp", 60_000.0, None, false),
+            req("failed", "fp", 60_000.0, None, false),
+            req("new", "fp", 60_000.0, None, false), // the same key again: after the first
+            req("live", "fp", 60_000.0, None, true), // 'retry' claims a live lease
+        ])
+        .await;
+    let out: Vec<AcquireOutcome> = out.into_iter().map(|o| o.unwrap()).collect();
+    let shape: Vec<(bool, u32, Option<String>)> = out
+        .iter()
+        .map(|o| {
+            (
+                o.acquired,
+                o.attempts,
+                o.record.as_ref().map(|r| r.status.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (true, 1, None),
+            (false, 1, Some("completed".into())),
+            (false, 1, Some("completed".into())),
+            (false, 1, Some("pending".into())),
+            (true, 2, None),
+            (false, 1, Some("pending".into())), // the batch's own claim of "new" holds it
+            (true, 2, None),
+        ]
+    );
+    // Each claim has its own token, and the old owner of "live" is fenced out.
+    assert_ne!(out[0].token, out[4].token);
+    assert!(!st
+        .settle(
+            COMPLETED,
+            settle("live", live.token.as_ref().unwrap(), Some("2"), None, None)
+        )
+        .await
+        .unwrap());
+
+    // Settles in one batch, each on its own token; a stale one is refused beside them.
+    let settled = st
+        .settle_batch(
+            COMPLETED,
+            vec![
+                settle(
+                    "new",
+                    out[0].token.as_ref().unwrap(),
+                    Some("\"n\""),
+                    None,
+                    Some(60_000.0),
+                ),
+                settle(
+                    "failed",
+                    out[4].token.as_ref().unwrap(),
+                    Some("\"f\""),
+                    None,
+                    None,
+                ),
+                settle(
+                    "live",
+                    live.token.as_ref().unwrap(),
+                    Some("\"stale\""),
+                    None,
+                    None,
+                ),
+                settle(
+                    "live",
+                    out[6].token.as_ref().unwrap(),
+                    Some("\"l\""),
+                    None,
+                    None,
+                ),
+            ],
+        )
+        .await;
+    let settled: Vec<bool> = settled.into_iter().map(|s| s.unwrap()).collect();
+    assert_eq!(settled, vec![true, true, false, true]);
+    for (key, result) in [("new", "\"n\""), ("failed", "\"f\""), ("live", "\"l\"")] {
+        let r = st.get(key.into()).await.unwrap().unwrap();
+        assert_eq!(
+            (r.status.as_str(), r.result.as_deref()),
+            ("completed", Some(result)),
+            "{key}"
+        );
+    }
+    let new = st.get("new".into()).await.unwrap().unwrap();
+    assert_eq!(new.expires_at.unwrap() - new.updated_at, 60_000.0);
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn racing_batches_on_overlapping_keys_have_one_winner_per_key() {
+    let f = Fixture::new();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let batch = |reverse: bool| {
+        let st = f.inner.clone();
+        let mut ks = keys.clone();
+        if reverse {
+            ks.reverse();
+        }
+        async move {
+            st.acquire_batch(
+                ks.iter()
+                    .map(|k| req(k, "fp", 60_000.0, None, false))
+                    .collect(),
+            )
+            .await
+        }
+    };
+    let (a, b, c) = tokio::join!(batch(false), batch(true), batch(false));
+    let mut wins = std::collections::HashMap::new();
+    for outcome in a.into_iter().chain(b).chain(c) {
+        let o = outcome.expect("no claim fails: batches never deadlock");
+        if o.acquired {
+            *wins.entry(o.token.unwrap()).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(wins.len(), keys.len(), "one winner per key");
+    f.drop_table().await;
+}

@@ -15,50 +15,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use napi_derive::napi;
 use redis::{ServerErrorKind, Value};
 
+pub use crate::batch_reply::{AcquireReply, SettleReply};
 use crate::claim::{AcquireOutcome, AcquireRequest};
 use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{SettleRequest, COMPLETED};
 use crate::token::new_token;
 
 use super::{claim_args, replay_read, scripts, settle_args, settle_what, Inner};
-
-/// One call's answer in a batch: its outcome, or the message of its failure.
-#[napi(object)]
-pub struct AcquireReply {
-    pub outcome: Option<AcquireOutcome>,
-    pub error: Option<String>,
-}
-
-#[napi(object)]
-pub struct SettleReply {
-    pub settled: Option<bool>,
-    pub error: Option<String>,
-}
-
-/// A call's result as the two optional fields a reply carries.
-fn split<T>(result: StoreResult<T>) -> (Option<T>, Option<String>) {
-    match result {
-        Ok(value) => (Some(value), None),
-        Err(e) => (None, Some(e.message)),
-    }
-}
-
-impl From<StoreResult<AcquireOutcome>> for AcquireReply {
-    fn from(result: StoreResult<AcquireOutcome>) -> Self {
-        let (outcome, error) = split(result);
-        AcquireReply { outcome, error }
-    }
-}
-
-impl From<StoreResult<bool>> for SettleReply {
-    fn from(result: StoreResult<bool>) -> Self {
-        let (settled, error) = split(result);
-        SettleReply { settled, error }
-    }
-}
 
 pub async fn acquire(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireReply> {
     let results = if inner.conn.is_cluster() {

@@ -1,32 +1,41 @@
--- acquire: the claim rule of src/claim.rs, one statement, atomic at READ COMMITTED.
--- $1 key  $2 name  $3 fingerprint  $4 new token  $5 lease ms  $6 force ('retry')
--- $7 meta (JSON text or NULL)
+-- acquire: the claim rule of src/claim.rs for a batch of keys, one statement, atomic at
+-- READ COMMITTED. A single claim (and idempotentTx's) is a batch of one.
+-- $1 keys  $2 names  $3 fingerprints  $4 new tokens  $5 lease ms  $6 force ('retry')
+-- $7 meta (JSON text or NULL): arrays of one length, one element per claim; the keys of
+-- one batch are distinct (ON CONFLICT cannot touch one row twice in one statement).
 -- A settled row past its expires_at counts as absent. A pending row never expires (its
 -- expires_at is set when it settles): a dead owner's claim is always a takeover.
--- `cur` is the row as this statement's snapshot shows it. When that row refuses the claim
--- for sure (completed, another fingerprint, a live lease), nothing is inserted or locked:
--- a replay only reads. Otherwise INSERT … ON CONFLICT decides on the newest committed
--- version of the row (waiting for a concurrent writer), applying the same rule.
--- Rows: one `claimed` row, or one `found` row (the record in the way, as the snapshot
--- showed it), or none (a concurrent writer changed the row after the snapshot: the
--- caller sends the statement again).
+-- `cur` is each key's row as this statement's snapshot shows it. When that row refuses
+-- the claim for sure (completed, another fingerprint, a live lease), nothing is inserted
+-- or locked: a replay only reads. Otherwise INSERT … ON CONFLICT decides on the newest
+-- committed version of the row (waiting for a concurrent writer), applying the same rule;
+-- rows are claimed in key order, so two batches never wait on each other in a cycle.
+-- One row per claim, in the order given (`n`): `acquired`; or the record in the way, as
+-- the snapshot showed it (`status` not null: the caller checks it against the rule, since
+-- the row may have changed after the snapshot); or neither (a row appeared after the
+-- snapshot: the caller sends that claim again).
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
+), input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::boolean[], $7::text[])
+    WITH ORDINALITY AS i(key, name, fingerprint, token, lease_ms, force, meta, n)
 ), cur AS (
-  SELECT c.* FROM {table} AS c WHERE c.key = $1::text
+  SELECT i.n, c.* FROM input AS i JOIN {table} AS c ON c.key = i.key
 ), claimed AS (
   INSERT INTO {table} AS r (key, name, fingerprint, status, token, settled_token, result, error, attempts,
                             taken_over, created_at, updated_at, expires_at, lease_expires_at, meta, duration_ms)
-  SELECT $1::text, $2::text, $3::text, 'pending', $4::text, NULL, NULL, NULL, 1,
-         false, now.ms, now.ms, NULL, now.ms + $5::bigint, $7::text, NULL
-  FROM now
+  SELECT i.key, i.name, i.fingerprint, 'pending', i.token, NULL, NULL, NULL, 1,
+         false, now.ms, now.ms, NULL, now.ms + i.lease_ms, i.meta, NULL
+  FROM input AS i, now
   WHERE NOT EXISTS (
     SELECT 1 FROM cur
-    WHERE NOT (cur.status <> 'pending' AND coalesce(cur.expires_at <= now.ms, false))
+    WHERE cur.n = i.n
+      AND NOT (cur.status <> 'pending' AND coalesce(cur.expires_at <= now.ms, false))
       AND cur.status <> 'failed'
-      AND (cur.status = 'completed' OR cur.fingerprint <> $3::text
-           OR (coalesce(cur.lease_expires_at > now.ms, false) AND NOT $6::boolean))
+      AND (cur.status = 'completed' OR cur.fingerprint <> i.fingerprint
+           OR (coalesce(cur.lease_expires_at > now.ms, false) AND NOT i.force))
   )
+  ORDER BY i.key
   ON CONFLICT (key) DO UPDATE SET
     name = excluded.name,
     fingerprint = excluded.fingerprint,
@@ -52,20 +61,19 @@ WITH now AS (
   WHERE (r.status <> 'pending' AND coalesce(r.expires_at <= excluded.updated_at, false))
      OR r.status = 'failed'
      OR (r.status = 'pending' AND r.fingerprint = excluded.fingerprint
-         AND (NOT coalesce(r.lease_expires_at > excluded.updated_at, false) OR $6::boolean))
-  RETURNING r.attempts, r.taken_over
+         AND (NOT coalesce(r.lease_expires_at > excluded.updated_at, false)
+              OR EXISTS (SELECT 1 FROM input AS f WHERE f.key = excluded.key AND f.force)))
+  RETURNING r.key, r.attempts, r.taken_over
 )
-SELECT true AS acquired, claimed.attempts, claimed.taken_over, now.ms AS now,
-       NULL::text AS name, NULL::text AS fingerprint, NULL::text AS status, NULL::text AS result,
-       NULL::text AS error, NULL::bigint AS created_at, NULL::bigint AS updated_at,
-       NULL::bigint AS expires_at, NULL::bigint AS lease_expires_at, NULL::text AS meta,
-       NULL::double precision AS duration_ms
-FROM claimed, now
-UNION ALL
-SELECT false, cur.attempts, false, now.ms,
+SELECT i.n, claimed.key IS NOT NULL AS acquired,
+       coalesce(claimed.attempts, cur.attempts) AS attempts, coalesce(claimed.taken_over, false) AS taken_over,
+       now.ms AS now,
        cur.name, cur.fingerprint, cur.status, cur.result,
        cur.error, cur.created_at, cur.updated_at,
        cur.expires_at, cur.lease_expires_at, cur.meta,
        cur.duration_ms
-FROM cur, now
-WHERE NOT EXISTS (SELECT 1 FROM claimed)
+FROM input AS i
+CROSS JOIN now
+LEFT JOIN claimed ON claimed.key = i.key
+LEFT JOIN cur ON cur.n = i.n
+ORDER BY i.n

@@ -1,27 +1,35 @@
--- complete / fail: only the holder of the current, unexpired claim may settle it.
--- $1 key  $2 token  $3 'completed' or 'failed'  $4 result text  $5 error text
--- $6 ttl ms (NULL: none)  $7 duration ms
--- `settled` is true when this statement settled the claim, or when this very settle was
--- applied before (its reply lost with a connection). Settling a claim that a 'block'
--- waiter marked (watch.sql) sends NOTIFY (delivered at commit), so the waiter looks again
--- at once; unwatched settles send none (NOTIFY serialises commits server-wide).
+-- complete / fail for a batch of claims: only the holder of a current claim may settle it.
+-- A single settle (and idempotentTx's) is a batch of one.
+-- $1 keys  $2 tokens  $3 'completed' or 'failed'  $4 result texts  $5 error texts
+-- $6 ttl ms (NULL: none)  $7 duration ms: arrays of one length; the keys are distinct.
+-- One row per settle, in the order given (`n`): `settled` is true when this statement
+-- settled the claim, or when this very settle was applied before (its reply lost with a
+-- connection). Settling a claim that a 'block' waiter marked (watch.sql) sends NOTIFY
+-- (delivered at commit), so the waiter looks again at once; unwatched settles send none
+-- (NOTIFY serialises commits server-wide).
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
+), input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::double precision[])
+    WITH ORDINALITY AS i(key, token, status, result, error, ttl_ms, duration_ms, n)
 ), settled AS (
   UPDATE {table} AS r
-  SET status = $3::text, token = NULL, settled_token = $2::text, result = $4::text, error = $5::text,
-      updated_at = now.ms, expires_at = now.ms + $6::bigint, lease_expires_at = NULL,
-      duration_ms = $7::double precision
-  FROM now
-  WHERE r.key = $1::text AND r.status = 'pending' AND r.token = $2::text
+  SET status = i.status, token = NULL, settled_token = i.token, result = i.result, error = i.error,
+      updated_at = now.ms, expires_at = now.ms + i.ttl_ms, lease_expires_at = NULL,
+      duration_ms = i.duration_ms
+  FROM input AS i, now
+  WHERE r.key = i.key AND r.status = 'pending' AND r.token = i.token
   RETURNING r.key, r.watched
 ), notified AS (
   SELECT pg_notify('{channel}', CASE WHEN octet_length(settled.key) <= 7900 THEN settled.key ELSE '' END)
   FROM settled
   WHERE settled.watched
 )
-SELECT EXISTS (SELECT 1 FROM settled)
+SELECT i.n,
+       EXISTS (SELECT 1 FROM settled WHERE settled.key = i.key)
        OR EXISTS (SELECT 1 FROM {table} AS p
-                  WHERE p.key = $1::text AND p.status = $3::text AND p.settled_token = $2::text
-                    AND p.result IS NOT DISTINCT FROM $4::text AND p.error IS NOT DISTINCT FROM $5::text) AS settled,
+                  WHERE p.key = i.key AND p.status = i.status AND p.settled_token = i.token
+                    AND p.result IS NOT DISTINCT FROM i.result AND p.error IS NOT DISTINCT FROM i.error) AS settled,
        (SELECT count(*) FROM notified) AS notified
+FROM input AS i
+ORDER BY i.n
