@@ -164,6 +164,39 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect((await records(db)).map((r) => r.name)).toContain('counter/act');
   });
 
+  it('two configurations of one server (another env, another cwd) never share records; a config "server" shares on purpose', async () => {
+    const { db, dir, log } = setup();
+    const proxy = async (env: Record<string, string>, cwd?: string, more: string[] = []) => {
+      const p = await connect({ flags: ['--db', db, ...more], env: { COUNT_LOG: log, ...env }, cwd });
+      open.push(p);
+      return p;
+    };
+    const call = (p: Proxied, id: string) => p.client.callTool({ name: 'act', arguments: { id } });
+    const a = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' });
+    const b = await proxy({ ACCOUNT_TOKEN: 'secret-of-b' });
+    await call(a, 'issue');
+    expect((await call(b, 'issue'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'issue')).toBe(2);
+    // Account A's configuration in another folder is another configuration too.
+    const elsewhere = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' }, dir);
+    expect((await call(elsewhere, 'issue'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'issue')).toBe(3);
+    // The same configuration again (a restarted proxy) is the same server.
+    const again = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' });
+    expect((await call(again, 'issue'))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'issue')).toBe(3);
+
+    const configFile = join(dir, 'shared.json');
+    writeFileSync(configFile, JSON.stringify({ server: 'counter' }));
+    const c = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' }, undefined, ['--config', configFile]);
+    const d = await proxy({ ACCOUNT_TOKEN: 'secret-of-b' }, dir, ['--config', configFile]);
+    await call(c, 'shared');
+    expect((await call(d, 'shared'))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'shared')).toBe(1);
+    // The identity is a digest: no record holds the environment's values.
+    expect(JSON.stringify(await records(db))).not.toContain('secret-of');
+  });
+
   it('the first call keeps its progress notifications while a duplicate waits', async () => {
     const { log, start, release } = setup();
     const p = await start();

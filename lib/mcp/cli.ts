@@ -13,6 +13,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../index.js';
 import type { Store } from '../index.js';
+import { commandIdentity, urlIdentity } from './identity.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { McpProxy } from './proxy.js';
 
@@ -35,6 +36,7 @@ Options:
   --window D              how long a repeat counts as a retry (default 10m; 30s, 2h, 1d)
   --config FILE           per-tool rules (JSON; see the README's MCP section)
   --url URL               the upstream server over Streamable HTTP instead of a command
+  --header 'Name: value'  a header sent with every request to --url (repeatable)
   --log                   one line per tools/call on stderr: executed, replayed, passed
   -h, --help              this help`;
 
@@ -50,6 +52,7 @@ interface Parsed {
     window?: string;
     config?: string;
     url?: string;
+    header?: string[];
     log?: boolean;
     help?: boolean;
   };
@@ -75,6 +78,7 @@ function parse(argv: string[]): Parsed {
         window: { type: 'string' },
         config: { type: 'string' },
         url: { type: 'string' },
+        header: { type: 'string', multiple: true },
         log: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -91,6 +95,7 @@ function parse(argv: string[]): Parsed {
   if (stores.length > 1) throw new UsageError(`give one store, not ${stores.map((s) => `--${s}`).join(' and ')}`);
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
   if (values.table !== undefined && values.postgres === undefined) throw new UsageError('--table goes with --postgres');
+  if (values.header !== undefined && values.url === undefined) throw new UsageError('--header goes with --url');
   if (values.url !== undefined && command.length > 0) throw new UsageError('give the server as a command after "--" or as --url, not both');
   if (values.url === undefined && command.length === 0) {
     throw new UsageError('no MCP server given: idempotent-tools mcp -- <command> [args...] (or --url URL)');
@@ -115,7 +120,28 @@ async function openStore(values: Parsed['values']): Promise<Store> {
   return store;
 }
 
-function upstreamFor(parsed: Parsed): { transport: Transport; description: string } {
+function headersFrom(flags: string[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const flag of flags) {
+    const colon = flag.indexOf(':');
+    const name = colon === -1 ? '' : flag.slice(0, colon).trim();
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+      throw new UsageError(`--header must be "Name: value", such as "Authorization: Bearer <token>", not ${JSON.stringify(flag)}`);
+    }
+    headers[name] = flag.slice(colon + 1).trim();
+  }
+  return headers;
+}
+
+interface Upstream {
+  transport: Transport;
+  /** For messages: the command line or the URL. */
+  description: string;
+  /** For keys: a digest of everything that configures the server (see identity.ts). */
+  id: string;
+}
+
+function upstreamFor(parsed: Parsed): Upstream {
   if (parsed.values.url !== undefined) {
     let url: URL;
     try {
@@ -123,13 +149,20 @@ function upstreamFor(parsed: Parsed): { transport: Transport; description: strin
     } catch {
       throw new UsageError(`--url must be a URL such as http://127.0.0.1:3001/mcp, not ${JSON.stringify(parsed.values.url)}`);
     }
-    return { transport: new StreamableHTTPClientTransport(url), description: url.href };
+    const headers = headersFrom(parsed.values.header ?? []);
+    return {
+      transport: new StreamableHTTPClientTransport(url, { requestInit: { headers } }),
+      description: url.href,
+      id: urlIdentity({ url: url.href, headers }),
+    };
   }
   const [command, ...args] = parsed.command;
+  // The whole environment: the server is the user's, configured the way they run it.
+  const env = process.env as Record<string, string>;
   return {
-    // The whole environment: the server is the user's, configured the way they run it.
-    transport: new StdioClientTransport({ command, args, env: process.env as Record<string, string>, stderr: 'inherit' }),
+    transport: new StdioClientTransport({ command, args, env, stderr: 'inherit' }),
     description: parsed.command.join(' '),
+    id: commandIdentity({ command, args, cwd: process.cwd(), env }),
   };
 }
 
@@ -167,11 +200,12 @@ export async function main(argv: string[]): Promise<number> {
     await store.close().catch(() => {});
     return 2;
   }
-  const { transport, description } = upstream;
+  const { transport, description, id } = upstream;
   const proxy = new McpProxy({
     config,
     store,
     upstreamDescription: description,
+    upstreamId: id,
     log: parsed.values.log ? (line) => err(line) : undefined,
   });
   try {

@@ -19,9 +19,11 @@ const GUARD_ERROR = -32050;
 export interface ProxyOptions {
   config: ProxyConfig;
   store: Store;
-  /** The upstream server as the user gave it (`npx some-server --flag`, or a URL): for
-   * messages, and part of the server's identity in keys. */
+  /** The upstream server as the user gave it (`npx some-server --flag`, or a URL): for messages. */
   upstreamDescription: string;
+  /** The upstream server's identity in keys, unless the config names it: a digest of its
+   * command, arguments, working directory and environment, or of its URL and headers. */
+  upstreamId: string;
   /** `--log`: one line per `tools/call` on stderr. */
   log?: (line: string) => void;
 }
@@ -94,7 +96,9 @@ export class McpProxy {
 
   private identity(): Server {
     const label = this.options.config.server ?? this.serverInfo?.name ?? this.options.upstreamDescription.split(' ')[0];
-    const id = this.options.config.server ?? JSON.stringify([this.serverInfo?.name ?? null, this.options.upstreamDescription]);
+    // A config's `server` is a name to share records under on purpose; without it, every
+    // configuration of the server is a server of its own.
+    const id = this.options.config.server === undefined ? this.options.upstreamId : this.options.config.server;
     return { id, label };
   }
 
