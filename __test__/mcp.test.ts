@@ -85,6 +85,9 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     const refused = await call('k2', 'key-1').then(() => null, (e: unknown) => e);
     expect(refused).toBeInstanceOf(McpError);
     expect((refused as McpError).message).toMatch(/already used by a call of "counting\/act" with other arguments/);
+    // The guard's own code lies outside MCP's reserved -32020..-32099, in -32000..-32019.
+    expect((refused as McpError).code).toBe(-32010);
+    expect((refused as McpError).data).toMatchObject({ 'idempotent-tools': 'KEY_MISMATCH' });
     expect(count(log, 'start', 'k2')).toBe(0);
     // SEP-3182's top-level param is honoured too.
     await p.client.request(

@@ -13,8 +13,12 @@ import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, typ
 import { BadCall, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
 
-/** Errors of the retry guard itself (store down, a key reused for other arguments, ...). */
-const GUARD_ERROR = -32050;
+/**
+ * Errors of the retry guard itself (store down, a key reused for other arguments, ...),
+ * told apart by `data["idempotent-tools"]`. In JSON-RPC's implementation-defined range,
+ * outside the -32020..-32099 that MCP (2026-07-28) reserves for itself; it was -32050.
+ */
+export const GUARD_ERROR = -32010;
 
 export interface ProxyOptions {
   config: ProxyConfig;
