@@ -340,7 +340,31 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'start', 'e2')).toBe(1);
   });
 
-  it('a cancelled call reaches the server as a cancellation; the retry runs again', async () => {
+  it("the SDK client's own timeout is not forwarded: the call finishes upstream, is recorded, and the retry joins it", async () => {
+    const { db, log, start, release } = setup();
+    const p = await start();
+    // The SDK client sends notifications/cancelled when its request timeout fires.
+    const timedOut = p.client
+      .callTool({ name: 'act', arguments: { id: 't', hold: true } }, undefined, { timeout: 300 })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 't') === 1, 'the call to start upstream');
+    expect(((await timedOut) as McpError).message).toMatch(/timed out/i);
+    await logShows(p, /cancelled\s+counting\/act\s.*not forwarded/);
+    // The model's retry, while the first call still runs upstream: it waits for it.
+    const retry = p.client.callTool({ name: 'act', arguments: { id: 't', hold: true } });
+    await until(() => /waiting\s+counting\/act/.test(p.stderr()), 'the retry to wait for the first call');
+    release();
+    const result = await retry;
+    expect(result._meta?.[REPLAYED]).toBe(true);
+    expect(text(result)).toBe('did t (execution 1)');
+    expect(count(log, 'start', 't')).toBe(1);
+    expect(count(log, 'done', 't')).toBe(1);
+    expect(count(log, 'cancelled', 't')).toBe(0);
+    const [record] = await records(db);
+    expect(record.status).toBe('completed');
+  });
+
+  it('an AbortSignal cancel is not forwarded either: the result is recorded when it arrives, and the retry replays it', async () => {
     const { db, log, start, release } = setup();
     const p = await start();
     const abort = new AbortController();
@@ -349,15 +373,62 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
       .then(() => null, (e: unknown) => e);
     await until(() => count(log, 'start', 'c') === 1, 'the call to start');
     abort.abort('the user pressed stop');
-    expect(await cancelled).toBeInstanceOf(Error);
-    await until(() => count(log, 'cancelled', 'c') === 1, 'the server to see the cancellation');
-    await until(() => /error\s+counting\/act/.test(p.stderr()), 'the proxy to record the failure');
-    const [record] = await records(db);
-    expect(record.status).toBe('failed');
+    expect(await cancelled).not.toBeNull();
+    await logShows(p, /cancelled\s+counting\/act\s.*not forwarded/);
     release();
+    await until(() => count(log, 'done', 'c') === 1, 'the server to finish the call');
+    await logShows(p, /executed\s+counting\/act.*its client had cancelled/);
+    const [record] = await records(db);
+    expect(record.status).toBe('completed');
     const retry = await p.client.callTool({ name: 'act', arguments: { id: 'c', hold: true } });
+    expect(retry._meta?.[REPLAYED]).toBe(true);
+    expect(text(retry)).toBe('did c (execution 1)');
+    expect(count(log, 'start', 'c')).toBe(1);
+    expect(count(log, 'cancelled', 'c')).toBe(0);
+  });
+
+  it('an upstream error after a cancel is recorded as failed, and the retry runs again', async () => {
+    const { db, log, start, release } = setup();
+    const p = await start();
+    const abort = new AbortController();
+    const cancelled = p.client
+      .callTool({ name: 'act', arguments: { id: 'cf', hold: true, fail: true } }, undefined, { signal: abort.signal })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 'cf') === 1, 'the call to start');
+    abort.abort();
+    await cancelled;
+    await logShows(p, /cancelled\s+counting\/act/);
+    release();
+    await logShows(p, /isError\s+counting\/act/);
+    expect((await records(db))[0].status).toBe('failed');
+    await p.client.callTool({ name: 'act', arguments: { id: 'cf', hold: true, fail: true } });
+    expect(count(log, 'start', 'cf')).toBe(2);
+  });
+
+  it('with "cancel": "forward" the server sees the cancel; the outcome is unknown: pending until the lease, then the retry runs', async () => {
+    const { db, dir, log, start, release } = setup();
+    const configFile = join(dir, 'forward.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { cancel: 'forward', lease: '1s' } } }));
+    const p = await start(['--config', configFile]);
+    const abort = new AbortController();
+    const cancelled = p.client
+      .callTool({ name: 'act', arguments: { id: 'fw', hold: true } }, undefined, { signal: abort.signal })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 'fw') === 1, 'the call to start');
+    abort.abort('the user pressed stop');
+    expect(await cancelled).not.toBeNull();
+    await until(() => count(log, 'cancelled', 'fw') === 1, 'the server to see the cancellation');
+    await logShows(p, /unknown\s+counting\/act.*pending/);
+    const [record] = await records(db);
+    expect(record.status).toBe('pending');
+    release();
+    // After the lease, the retry takes the call over and runs it again (attempt 2).
+    const retry = await p.client.callTool({ name: 'act', arguments: { id: 'fw', hold: true } });
     expect(retry._meta?.[REPLAYED]).toBeUndefined();
-    expect(count(log, 'start', 'c')).toBe(2);
+    expect(count(log, 'start', 'fw')).toBe(2);
+    const [after] = await records(db);
+    expect(after.status).toBe('completed');
+    expect(after.attempts).toBe(2);
   });
 
   it('a result of several MB is stored and replayed whole', async () => {

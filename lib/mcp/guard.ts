@@ -64,6 +64,17 @@ function errorText(result: CallToolResult): string {
   return (text?.text ?? 'the tool returned isError: true').slice(0, 500);
 }
 
+/**
+ * The call went to the server and its answer can no longer be learned: its cancel was
+ * forwarded (the SDK's servers never answer a cancelled request), or the answer was lost
+ * on the way. Named `AbortError` because that is the package's documented sign of an
+ * abort after the function started: the record stays pending, as after a crash, and a
+ * retry runs again only once the lease has run out. Never `failed`: it may have happened.
+ */
+export class OutcomeUnknown extends Error {
+  override readonly name = 'AbortError';
+}
+
 /** One call's way to the upstream server, and whether it was taken. */
 interface Invocation {
   run: () => Promise<CallToolResult>;

@@ -10,7 +10,7 @@ import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import type { Store } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
-import { BadCall, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
+import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
 
 /**
@@ -67,7 +67,7 @@ export class McpProxy {
       await this.server.notification(n).catch(() => {});
     };
     this.server.fallbackRequestHandler = (request, extra) =>
-      this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra));
+      this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra.signal));
     this.server.fallbackNotificationHandler = async (n) => {
       await null; // in order with requests, as above
       if (n.method === 'notifications/tools/list_changed') this.forgetTools();
@@ -127,6 +127,9 @@ export class McpProxy {
       }
       if (err instanceof McpError) throw relayed(err);
       if (err instanceof BadCall) throw new WireError(ErrorCode.InvalidParams, `idempotent-tools mcp: ${err.message}`);
+      if (err instanceof OutcomeUnknown) {
+        throw new WireError(GUARD_ERROR, `idempotent-tools mcp: ${err.message}`, { 'idempotent-tools': 'OUTCOME_UNKNOWN' });
+      }
       const code = (err as { code?: unknown }).code;
       if (typeof code === 'string' && err instanceof Error) {
         // The package's errors (StoreError, KeyMismatchError, InFlightTimeoutError, ...).
@@ -142,7 +145,7 @@ export class McpProxy {
   private async fromClient(request: Forwardable, extra: Extra) {
     return this.wire(async () => {
       if (request.method === 'tools/call') return this.callTool(request, extra);
-      const result = await forward(this.server, request, extra);
+      const result = await forward(this.server, request, extra.signal);
       if (request.method === 'initialize') this.initialized(result);
       if (request.method === 'tools/list') this.learnTools(result);
       return result;
@@ -193,28 +196,64 @@ export class McpProxy {
     }
     const started = performance.now();
     const policy = policyFor(this.options.config, params.name, await this.annotations(params.name, extra.signal));
-    const run = async () => {
-      // A duplicate whose own client gave up while it waited does not start the call.
-      extra.signal.throwIfAborted();
-      return (await forward(this.server, request, extra)) as CallToolResult;
-    };
     const label = `${this.identity().label}/${params.name}`;
     const ms = () => `${Math.round(performance.now() - started)}ms`;
-    let outcome;
-    try {
-      if (!policy.guard) {
-        const result = await run();
+    if (!policy.guard) {
+      // Nothing is recorded: a cancel goes on to the server as it would without the proxy.
+      try {
+        const result = (await forward(this.server, request, extra.signal)) as CallToolResult;
         this.log(`passed    ${label}  (${policy.reason})  ${ms()}`);
         return result;
+      } catch (err) {
+        this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
+        throw err;
       }
+    }
+    const forwardCancel = policy.cancel === 'forward';
+    // The SDK sends no answer to a request its client cancelled: the client gave up. What
+    // the proxy does is for the record, and so for the retry.
+    const onCancel = () =>
+      this.log(
+        `cancelled ${label}  by the client: ` +
+          (forwardCancel
+            ? 'forwarded to the server ("cancel": "forward")'
+            : 'not forwarded; the call goes on, and its result is recorded for the retry'),
+      );
+    extra.signal.addEventListener('abort', onCancel, { once: true });
+    const run = async (): Promise<CallToolResult> => {
+      if (!forwardCancel) {
+        // Not `extra.signal`: the SDK's servers never answer a cancelled request, so
+        // forwarding the cancel would lose the outcome of a call that may well finish.
+        return (await forward(this.server, request, undefined)) as CallToolResult;
+      }
+      // Not sent yet: nothing ran, and the record may say so.
+      if (extra.signal.aborted) throw new Error('the client cancelled this call before it was sent to the server');
+      try {
+        return (await forward(this.server, request, extra.signal)) as CallToolResult;
+      } catch (err) {
+        if (!extra.signal.aborted) throw err;
+        throw new OutcomeUnknown(
+          `the client cancelled "${label}" and the cancel was forwarded; whether the call took effect is unknown. ` +
+            `Its record stays pending until its lease runs out (${policy.leaseMs / 1000}s); then a retry runs it again`,
+        );
+      }
+    };
+    let outcome;
+    try {
       outcome = await this.guard.call(params, policy, run);
     } catch (err) {
-      this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
+      if (err instanceof OutcomeUnknown) this.log(`unknown   ${label}  ${err.message}  ${ms()}`);
+      else this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
       throw err;
+    } finally {
+      extra.signal.removeEventListener('abort', onCancel);
     }
     const what = outcome.outcome === 'failed' ? 'isError  ' : outcome.outcome.padEnd(9);
-    const note = outcome.outcome === 'failed' ? '  (recorded as failed: a retry runs again)' : '';
-    this.log(`${what} ${label}  key=${outcome.key.slice(0, 16)}  ${ms()}${note}`);
+    const notes = [
+      outcome.outcome === 'failed' ? '(recorded as failed: a retry runs again)' : '',
+      extra.signal.aborted ? '(its client had cancelled: no answer sent; the retry gets this result)' : '',
+    ].filter((n) => n.length > 0);
+    this.log(`${what} ${label}  key=${outcome.key.slice(0, 16)}  ${ms()}${notes.map((n) => `  ${n}`).join('')}`);
     return outcome.result;
   }
 
