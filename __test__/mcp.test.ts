@@ -252,7 +252,7 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
   });
 
   it('the upstream server crashing answers every call in flight with a clear error, and the proxy exits', async () => {
-    const { log, start } = setup();
+    const { db, log, start } = setup();
     const p = await start();
     let closed = false;
     p.client.onclose = () => (closed = true);
@@ -268,6 +268,8 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(((await waiting) as McpError).message).toMatch(clear);
     await until(() => closed && !alive(p.pid), 'the proxy to exit');
     await logShows(p, /exited or closed its connection/);
+    // Their answers were lost: whether they took effect is unknown, so never `failed`.
+    expect((await records(db)).map((r) => r.status)).toEqual(['pending', 'pending']);
   });
 
   it('closing the client closes the server', async () => {
@@ -441,6 +443,40 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(again._meta?.[REPLAYED]).toBe(true);
     expect(text(again)).toBe(text(first));
     expect(count(log, 'start', 'big')).toBe(1);
+  });
+
+  it("a result above the SDK's old 10 MB limit goes through, is stored once and replayed whole", async () => {
+    const { dir, log } = setup();
+    // The client must read it too: the SDK client's own default limit is 10 MB.
+    const p = await connect({ flags: ['--db', join(dir, 'store.db')], env: { COUNT_LOG: log }, maxBufferSize: 64 * 1024 * 1024 });
+    open.push(p);
+    const size = 12 * 1024 * 1024;
+    const first = await p.client.callTool({ name: 'act', arguments: { id: 'huge', size } });
+    const again = await p.client.callTool({ name: 'act', arguments: { id: 'huge', size } });
+    expect(text(first).length).toBe(size);
+    expect(again._meta?.[REPLAYED]).toBe(true);
+    expect(text(again).length).toBe(size);
+    expect(count(log, 'start', 'huge')).toBe(1);
+    expect(events(log).filter((e) => e.event === 'up')).toHaveLength(1);
+  });
+
+  it('an answer over --max-message is lost, not the session: a clear error, the record stays pending (never failed), the proxy goes on', async () => {
+    const { db, log, start } = setup(['--max-message', '1mb']);
+    const p = await start();
+    const lost = await p.client
+      .callTool({ name: 'act', arguments: { id: 'over', size: 2 * 1024 * 1024 } })
+      .then(() => null, (e: unknown) => e);
+    expect(lost).toBeInstanceOf(McpError);
+    expect((lost as McpError).code).toBe(-32010);
+    expect((lost as McpError).data).toMatchObject({ 'idempotent-tools': 'OUTCOME_UNKNOWN' });
+    expect((lost as McpError).message).toMatch(/over the proxy's limit of 1\.0 MB.*unknown/);
+    expect(count(log, 'done', 'over')).toBe(1);
+    const [record] = await records(db);
+    expect(record.status).toBe('pending');
+    // The same server and the same proxy go on.
+    expect(text(await p.client.callTool({ name: 'act', arguments: { id: 'after' } }))).toBe('did after (execution 1)');
+    expect(events(log).filter((e) => e.event === 'up')).toHaveLength(1);
+    expect(alive(p.pid)).toBe(true);
   });
 
   it('--postgres: the Postgres store once the package has one, else a clear refusal', async () => {

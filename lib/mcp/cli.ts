@@ -6,16 +6,16 @@
 
 import { parseArgs } from 'node:util';
 
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../index.js';
 import type { Store } from '../index.js';
 import { commandIdentity, urlIdentity } from './identity.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
-import { McpProxy } from './proxy.js';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
+import { GUARD_ERROR, McpProxy } from './proxy.js';
+import { downstreamStdio, upstreamStdio } from './stdio.js';
 
 export const MCP_USAGE = `Usage: idempotent-tools mcp [store] [options] -- <command> [args...]
        idempotent-tools mcp [store] [options] --url http://host/mcp
@@ -37,6 +37,9 @@ Options:
   --config FILE           per-tool rules (JSON; see the README's MCP section)
   --url URL               the upstream server over Streamable HTTP instead of a command
   --header 'Name: value'  a header sent with every request to --url (repeatable)
+  --max-message SIZE      the largest message read from the server or the client
+                          (default 64mb; 512kb, 1gb): a larger answer is dropped and its
+                          call answered with an error, the session goes on
   --log                   one line per tools/call on stderr: executed, replayed, passed
   -h, --help              this help`;
 
@@ -53,6 +56,7 @@ interface Parsed {
     config?: string;
     url?: string;
     header?: string[];
+    'max-message'?: string;
     log?: boolean;
     help?: boolean;
   };
@@ -79,6 +83,7 @@ function parse(argv: string[]): Parsed {
         config: { type: 'string' },
         url: { type: 'string' },
         header: { type: 'string', multiple: true },
+        'max-message': { type: 'string' },
         log: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -120,6 +125,16 @@ async function openStore(values: Parsed['values']): Promise<Store> {
   return store;
 }
 
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+/** `"64mb"`, `"512kb"`, `"1gb"`, `"1000000"` (bytes) → bytes. */
+function parseSize(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$/i.exec(text);
+  const bytes = m === null ? NaN : Math.floor(Number(m[1]) * SIZE_UNITS[(m[2] ?? 'b').toLowerCase()]);
+  if (!(bytes >= 1024)) throw new UsageError(`--max-message must be a size of at least 1kb, such as 64mb or 512kb, not ${JSON.stringify(text)}`);
+  return bytes;
+}
+
 function headersFrom(flags: string[]): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const flag of flags) {
@@ -141,7 +156,7 @@ interface Upstream {
   id: string;
 }
 
-function upstreamFor(parsed: Parsed): Upstream {
+function upstreamFor(parsed: Parsed, limit: number, log: (line: string) => void): Upstream {
   if (parsed.values.url !== undefined) {
     let url: URL;
     try {
@@ -160,7 +175,7 @@ function upstreamFor(parsed: Parsed): Upstream {
   // The whole environment: the server is the user's, configured the way they run it.
   const env = process.env as Record<string, string>;
   return {
-    transport: new StdioClientTransport({ command, args, env, stderr: 'inherit' }),
+    transport: upstreamStdio({ command, args, env, stderr: 'inherit' }, limit, log, GUARD_ERROR),
     description: parsed.command.join(' '),
     id: commandIdentity({ command, args, cwd: process.cwd(), env }),
   };
@@ -191,9 +206,14 @@ export async function main(argv: string[]): Promise<number> {
     err(`idempotent-tools mcp: ${(e as Error).message.replace(/^idempotent-tools: /, '')}`);
     return 1;
   }
+  const log = (line: string) => {
+    if (parsed.values.log) err(`idempotent-tools mcp: ${line}`);
+  };
   let upstream;
+  let limit = DEFAULT_MAX_MESSAGE_BYTES;
   try {
-    upstream = upstreamFor(parsed);
+    if (parsed.values['max-message'] !== undefined) limit = parseSize(parsed.values['max-message']);
+    upstream = upstreamFor(parsed, limit, log);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     err(`idempotent-tools mcp: ${e.message}\n\n${MCP_USAGE}`);
@@ -209,7 +229,7 @@ export async function main(argv: string[]): Promise<number> {
     log: parsed.values.log ? (line) => err(line) : undefined,
   });
   try {
-    await proxy.start(transport, new StdioServerTransport());
+    await proxy.start(transport, downstreamStdio(limit, log));
   } catch (e) {
     err(`idempotent-tools mcp: cannot start the MCP server (${description}): ${(e as Error).message}`);
     await store.close().catch(() => {});

@@ -12,6 +12,7 @@ import type { Store } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
 import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
+import { TOO_LARGE } from './stdio.js';
 
 /**
  * Errors of the retry guard itself (store down, a key reused for other arguments, ...),
@@ -233,14 +234,28 @@ export class McpProxy {
       } catch (err) {
         if (!extra.signal.aborted) throw err;
         throw new OutcomeUnknown(
-          `the client cancelled "${label}" and the cancel was forwarded; whether the call took effect is unknown. ` +
-            `Its record stays pending until its lease runs out (${policy.leaseMs / 1000}s); then a retry runs it again`,
+          `the client cancelled "${label}" and the cancel was forwarded; whether the call took effect is unknown. ${pending}`,
         );
+      }
+    };
+    const pending = `Its record stays pending until its lease runs out (${policy.leaseMs / 1000}s); then a retry runs it again`;
+    const sent = async (): Promise<CallToolResult> => {
+      try {
+        return await run();
+      } catch (err) {
+        // The call went out and its answer was lost: it may have happened, so not failed.
+        if (err instanceof McpError && (err.data as Record<string, unknown> | undefined)?.['idempotent-tools'] === TOO_LARGE) {
+          throw new OutcomeUnknown(`${relayed(err).message}: whether "${label}" took effect is unknown. ${pending}`);
+        }
+        if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed && (this.gone !== undefined || this.closing)) {
+          throw new OutcomeUnknown(`the server went away during "${label}": whether it took effect is unknown. ${pending}`);
+        }
+        throw err;
       }
     };
     let outcome;
     try {
-      outcome = await this.guard.call(params, policy, run);
+      outcome = await this.guard.call(params, policy, sent);
     } catch (err) {
       if (err instanceof OutcomeUnknown) this.log(`unknown   ${label}  ${err.message}  ${ms()}`);
       else this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
@@ -281,11 +296,11 @@ export class McpProxy {
   async shutdown(code: number): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    // In-flight calls end when the server goes (each records its failure); wait for them
-    // so that no record is left half-written.
+    // In-flight calls end when the server goes (their outcome unknown: each leaves its
+    // record pending); wait for them so that no record is left half-written.
     await this.server.close().catch(() => {});
-    // Calls that were running fail at once when the server goes, and record it; a
-    // duplicate still waiting for a call in another proxy is not worth a hang.
+    // Calls that were running end at once when the server goes; a duplicate still
+    // waiting for a call in another proxy is not worth a hang.
     await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => setTimeout(r, 5000).unref())]);
     // Their answers are written in the turn after they settle: let them out first.
     await new Promise((resolve) => setImmediate(resolve));

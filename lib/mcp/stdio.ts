@@ -1,0 +1,75 @@
+/**
+ * The proxy's two stdio transports, the SDK's own, reading through `MessageLines` so that
+ * one message's size limit is the proxy's, the same on both sides, and a message over it
+ * costs that message only, never the session:
+ * - from the server, a response over the limit becomes an error response to its request
+ *   (`MESSAGE_TOO_LARGE`), so the call that asked for it learns that its answer was lost;
+ * - from the client, a request over the limit is answered with an error at once.
+ */
+
+import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { ErrorCode, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+import { MessageLines, type Oversized } from './lines.js';
+
+/** What marks the error response that stands in for an answer over the limit. */
+export const TOO_LARGE = 'MESSAGE_TOO_LARGE';
+
+/** The SDK's transports read through `_readBuffer` (append, readMessage, clear). */
+function readThrough(transport: object, lines: MessageLines): void {
+  const t = transport as { _readBuffer?: unknown };
+  if (t._readBuffer === undefined) {
+    throw new Error('this version of @modelcontextprotocol/sdk reads stdio differently; idempotent-tools mcp needs 1.x with _readBuffer');
+  }
+  t._readBuffer = lines;
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+/** The upstream server's transport (spawns it). */
+export function upstreamStdio(
+  params: StdioServerParameters,
+  limit: number,
+  log: (line: string) => void,
+  /** The error code of the response that stands in for one over the limit. */
+  code: number,
+): StdioClientTransport {
+  const transport = new StdioClientTransport({ ...params, maxBufferSize: limit });
+  readThrough(
+    transport,
+    new MessageLines(limit, (o: Oversized): JSONRPCMessage | undefined => {
+      const what = `a message of ${mb(o.bytes)} from the server, over the proxy's limit of ${mb(limit)} (--max-message)`;
+      if (o.kind !== 'response' || o.id === undefined) {
+        log(`dropped ${what}: not a response the proxy could match to its request`);
+        return undefined;
+      }
+      log(`dropped ${what}: the answer to request ${o.id}`);
+      return {
+        jsonrpc: '2.0',
+        id: o.id,
+        error: { code, message: `the server's answer was ${what}, and was dropped`, data: { 'idempotent-tools': TOO_LARGE, bytes: o.bytes, limit } },
+      };
+    }),
+  );
+  return transport;
+}
+
+/** The client-facing transport, on the proxy's own stdin and stdout. */
+export function downstreamStdio(limit: number, log: (line: string) => void): StdioServerTransport {
+  const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: limit });
+  readThrough(
+    transport,
+    new MessageLines(limit, (o: Oversized) => {
+      const what = `a message of ${mb(o.bytes)} from the client, over the proxy's limit of ${mb(limit)} (--max-message)`;
+      log(`dropped ${what}`);
+      if (o.kind === 'request' && o.id !== undefined) {
+        void transport
+          .send({ jsonrpc: '2.0', id: o.id, error: { code: ErrorCode.InvalidRequest, message: `idempotent-tools mcp: ${what}; nothing was run` } })
+          .catch(() => {});
+      }
+      return undefined;
+    }),
+  );
+  return transport;
+}
