@@ -13,7 +13,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, lineFrom, runNode, tempDir } from './helpers';
-import { sharedRedis, uniquePrefix } from './redis-server';
+import { RedisServer, sharedRedis, uniquePrefix } from './redis-server';
 import { CLI, COUNTING, alive, connect, count, events, text, until, logShows, type Proxied } from './mcp-helpers';
 
 const REPLAYED = 'idempotent-tools/replayed';
@@ -477,6 +477,54 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(text(await p.client.callTool({ name: 'act', arguments: { id: 'after' } }))).toBe('did after (execution 1)');
     expect(events(log).filter((e) => e.event === 'up')).toHaveLength(1);
     expect(alive(p.pid)).toBe(true);
+  });
+
+  it('store URLs come from the environment, out of argv; --log names the store in use, its password masked', async () => {
+    const redis = await RedisServer.start(['--requirepass', 'pw-secret']);
+    try {
+      const { dir, log } = setup();
+      const url = `redis://:pw-secret@127.0.0.1:${redis.port}`;
+      const proxy = async (env: Record<string, string>) => {
+        const p = await connect({ flags: [], env: { COUNT_LOG: log, ...env } });
+        open.push(p);
+        return p;
+      };
+      const call = (p: Proxied) => p.client.callTool({ name: 'act', arguments: { id: 'env' } });
+      const a = await proxy({ IDEMPOTENT_TOOLS_REDIS_URL: url, IDEMPOTENT_TOOLS_DB: join(dir, 'a.db') });
+      await logShows(a, new RegExp(`store: Redis redis://:\\*\\*\\*@127\\.0\\.0\\.1:${redis.port}`));
+      await call(a);
+      // Another proxy on the same Redis (another SQLite default) replays: the store is Redis.
+      const b = await proxy({ IDEMPOTENT_TOOLS_REDIS_URL: url, IDEMPOTENT_TOOLS_DB: join(dir, 'b.db') });
+      expect((await call(b))._meta?.[REPLAYED]).toBe(true);
+      expect(count(log, 'start', 'env')).toBe(1);
+      expect(a.stderr() + b.stderr()).not.toContain('pw-secret');
+      // IDEMPOTENT_TOOLS_DB alone: that SQLite file, where this call is new.
+      const c = await proxy({ IDEMPOTENT_TOOLS_DB: join(dir, 'c.db') });
+      await logShows(c, new RegExp(`store: SQLite ${join(dir, 'c.db').replace(/[.\\/]/g, '\\$&')}`));
+      expect((await call(c))._meta?.[REPLAYED]).toBeUndefined();
+      expect(await records(join(dir, 'c.db'))).toHaveLength(1);
+      // Two URLs in the environment and no flag: which one is meant is not guessed.
+      const both = await runNode([CLI, 'mcp', '--', process.execPath, COUNTING], {
+        env: { IDEMPOTENT_TOOLS_REDIS_URL: url, IDEMPOTENT_TOOLS_POSTGRES_URL: 'postgres://u:pw-secret@127.0.0.1/db' },
+      });
+      expect(both.code).toBe(2);
+      expect(both.stderr).toMatch(/both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set/);
+      expect(both.stderr).not.toContain('pw-secret');
+    } finally {
+      await redis.kill();
+    }
+  });
+
+  it('IDEMPOTENT_TOOLS_POSTGRES_URL stands for --postgres', async () => {
+    const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+    const { log } = setup();
+    const p = await connect({ flags: [], env: { COUNT_LOG: log, IDEMPOTENT_TOOLS_POSTGRES_URL: url } });
+    open.push(p);
+    await logShows(p, /store: Postgres postgres:\/\//);
+    const id = `pg-env-${process.pid}-${Date.now()}`;
+    await p.client.callTool({ name: 'act', arguments: { id } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', id)).toBe(1);
   });
 
   it('--postgres: the Postgres store once the package has one, else a clear refusal', async () => {

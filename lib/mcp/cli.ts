@@ -25,7 +25,9 @@ with a retry guard on tools/call: a repeat of a side-effecting call within the w
 (same server, tool and arguments, or the same _meta.idempotencyKey) gets the first call's
 stored result instead of running again; a repeat while the first runs waits for it.
 
-Store (default: the SQLite file $IDEMPOTENT_TOOLS_DB, else ~/.idempotent_tools/store.db):
+Store (default: $IDEMPOTENT_TOOLS_REDIS_URL or $IDEMPOTENT_TOOLS_POSTGRES_URL, which keep
+a password out of the process list; else the SQLite file $IDEMPOTENT_TOOLS_DB, else
+~/.idempotent_tools/store.db):
   --db PATH               a SQLite store file
   --redis URL             a Redis store (redis://host:6379/0), shared by many hosts
   --prefix P              the Redis store's key prefix
@@ -98,31 +100,44 @@ function parse(argv: string[]): Parsed {
   }
   const stores = ['db', 'redis', 'postgres'].filter((s) => values[s as keyof typeof values] !== undefined);
   if (stores.length > 1) throw new UsageError(`give one store, not ${stores.map((s) => `--${s}`).join(' and ')}`);
-  if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
-  if (values.table !== undefined && values.postgres === undefined) throw new UsageError('--table goes with --postgres');
   if (values.header !== undefined && values.url === undefined) throw new UsageError('--header goes with --url');
   if (values.url !== undefined && command.length > 0) throw new UsageError('give the server as a command after "--" or as --url, not both');
   if (values.url === undefined && command.length === 0) {
     throw new UsageError('no MCP server given: idempotent-tools mcp -- <command> [args...] (or --url URL)');
   }
-  return { values, command };
+  return { values: storeChoice(values), command };
 }
 
-async function openStore(values: Parsed['values']): Promise<Store> {
-  if (values.redis !== undefined) return new pkg.RedisStore({ url: values.redis, prefix: values.prefix });
+/** The store the flags name, else the one the environment names (a password in the
+ * client config's `env` block stays out of the process list), else the SQLite file. */
+function storeChoice(values: Parsed['values']): Parsed['values'] {
+  if (values.db !== undefined || values.redis !== undefined || values.postgres !== undefined) return values;
+  const redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL || undefined;
+  const postgres = process.env.IDEMPOTENT_TOOLS_POSTGRES_URL || undefined;
+  if (redis !== undefined && postgres !== undefined) {
+    throw new UsageError(
+      'both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres',
+    );
+  }
+  if (values.prefix !== undefined && redis === undefined) throw new UsageError('--prefix goes with --redis (or IDEMPOTENT_TOOLS_REDIS_URL)');
+  if (values.table !== undefined && postgres === undefined) throw new UsageError('--table goes with --postgres (or IDEMPOTENT_TOOLS_POSTGRES_URL)');
+  return { ...values, redis, postgres };
+}
+
+async function openStore(values: Parsed['values']): Promise<{ store: Store; description: string }> {
+  if (values.redis !== undefined) {
+    const store = new pkg.RedisStore({ url: values.redis, prefix: values.prefix });
+    return { store, description: `Redis ${store.path}${values.prefix === undefined ? '' : ` (prefix ${values.prefix})`}` };
+  }
   if (values.postgres !== undefined) {
-    // Looked up at run time: PostgresStore is newer than this proxy.
-    const PostgresStore = (pkg as Record<string, unknown>).PostgresStore as (new (o: { url: string; table?: string }) => Store) | undefined;
-    if (typeof PostgresStore !== 'function') {
-      throw new ConfigError('--postgres needs a version of idempotent-tools with PostgresStore, and this one has none; use --db or --redis');
-    }
-    return new PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
+    const store = new pkg.PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
+    return { store, description: `Postgres ${store.path} (table ${store.table})` };
   }
   // Not defaultStore(): that one is scoped to the project of the current folder, and MCP
   // clients start proxies from any folder; every proxy of a server must share its records.
   const store = new pkg.SqliteStore(values.db === undefined ? {} : { path: values.db });
   await store.ready();
-  return store;
+  return { store, description: `SQLite ${store.path}` };
 }
 
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
@@ -200,8 +215,9 @@ export async function main(argv: string[]): Promise<number> {
   }
 
   let store: Store;
+  let storeDescription: string;
   try {
-    store = await openStore(parsed.values);
+    ({ store, description: storeDescription } = await openStore(parsed.values));
   } catch (e) {
     err(`idempotent-tools mcp: ${(e as Error).message.replace(/^idempotent-tools: /, '')}`);
     return 1;
@@ -209,6 +225,7 @@ export async function main(argv: string[]): Promise<number> {
   const log = (line: string) => {
     if (parsed.values.log) err(`idempotent-tools mcp: ${line}`);
   };
+  log(`store: ${storeDescription}`);
   let upstream;
   let limit = DEFAULT_MAX_MESSAGE_BYTES;
   try {
