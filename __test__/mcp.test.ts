@@ -573,6 +573,37 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     ]);
   });
 
+  it('a number JSON.parse cannot keep exactly (1790000000000000001) is refused before anything runs; exact ones are forwarded', async () => {
+    const dir = tempDir();
+    const log = join(dir, 'count.log');
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, COUNTING], {
+      env: { ...process.env, COUNT_LOG: log },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    // Raw lines: a JavaScript client could not even write this number.
+    const send = (line: string) => child.stdin!.write(line + '\n');
+    const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
+    send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: init }));
+    await lineFrom(child, /"id":1\b/);
+    send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    const call = (id: number, actId: string, n: string) =>
+      send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"act","arguments":{"id":"${actId}","n":${n}}}}`);
+    call(2, 'big-1', '1790000000000000001');
+    const refused = JSON.parse(await lineFrom(child, /"id":2\b/));
+    expect(refused.error.code).toBe(-32602);
+    expect(refused.error.message).toMatch(/1790000000000000001.*cannot.*exactly.*1790000000000000000/);
+    expect(refused.error.message).toMatch(/as a string/);
+    call(3, 'big-2', '1790000000000000002');
+    expect(JSON.parse(await lineFrom(child, /"id":3\b/)).error.code).toBe(-32602);
+    expect(count(log, 'start', 'big-1') + count(log, 'start', 'big-2')).toBe(0);
+    // Numbers that arrive exactly as sent (within 2^53, decimals, exponents) are forwarded.
+    call(4, 'fine', '[9007199254740991, 1.5, 1e3, -0.25, 1.25E+2, 0.1]');
+    const fine = JSON.parse(await lineFrom(child, /"id":4\b/));
+    expect(fine.result.content[0].text).toBe('did fine (execution 1)');
+    child.stdin!.end();
+    await new Promise((r) => child.on('close', r));
+  });
+
   it('examples/mcp runs offline, and its config files are valid', async () => {
     const example = await runNode(['examples/mcp/index.mjs']);
     expect(example.stderr).toMatch(/replayed\s+email\/send_email/);

@@ -57,6 +57,8 @@ export class MessageLines {
     private readonly maxMessageBytes: number,
     /** Told of each message skipped; may return a message to deliver in its place. */
     private readonly onOversized: (o: Oversized) => JSONRPCMessage | undefined,
+    /** Sees each message with its raw line; false keeps it from the reader. */
+    private readonly accept: (line: string, message: JSONRPCMessage) => boolean = () => true,
   ) {}
 
   append(chunk: Buffer): void {
@@ -103,11 +105,14 @@ export class MessageLines {
     this.chunks = [];
     this.bytes = 0;
     if (line.trim().length === 0) return;
+    let message: JSONRPCMessage;
     try {
-      this.ready.push(JSONRPCMessageSchema.parse(JSON.parse(line)));
+      message = JSONRPCMessageSchema.parse(JSON.parse(line));
     } catch (err) {
       this.ready.push(err instanceof Error ? err : new Error(String(err)));
+      return;
     }
+    if (this.accept(line, message)) this.ready.push(message);
   }
 
   /** The next message, or null; a line that was not a JSON-RPC message is thrown (the

@@ -11,6 +11,7 @@ import { StdioClientTransport, type StdioServerParameters } from '@modelcontextp
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ErrorCode, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
+import { inexactNumbers } from './exact-numbers.js';
 import { MessageLines, type Oversized } from './lines.js';
 
 /** What marks the error response that stands in for an answer over the limit. */
@@ -55,6 +56,26 @@ export function upstreamStdio(
   return transport;
 }
 
+/**
+ * A request with a number JSON.parse would change is answered with an error here, before
+ * the proxy sees it: forwarded, the server would get another number; guarded, two
+ * distinct ids would share a key.
+ */
+function exactNumbersOnly(transport: StdioServerTransport, log: (line: string) => void) {
+  return (line: string, message: JSONRPCMessage): boolean => {
+    const inexact = inexactNumbers(line);
+    if (inexact.length === 0 || !('method' in message) || !('id' in message)) return true;
+    const n = inexact[0];
+    const message_ =
+      `idempotent-tools mcp: ${message.method} carries the number ${n}, which cannot pass through exactly ` +
+      `(JSON.parse makes it ${JSON.stringify(Number(n))}): the server would get another number, and another ` +
+      `call could share this one's key. Nothing was run. Send it as a string ("${n}"), or as a number within ±2^53`;
+    log(`refused   ${message.method}: the number ${n} cannot pass through exactly`);
+    void transport.send({ jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: message_ } }).catch(() => {});
+    return false;
+  };
+}
+
 /** The client-facing transport, on the proxy's own stdin and stdout. */
 export function downstreamStdio(limit: number, log: (line: string) => void): StdioServerTransport {
   const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: limit });
@@ -69,7 +90,7 @@ export function downstreamStdio(limit: number, log: (line: string) => void): Std
           .catch(() => {});
       }
       return undefined;
-    }),
+    }, exactNumbersOnly(transport, log)),
   );
   return transport;
 }
