@@ -200,6 +200,37 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(JSON.stringify(await records(db))).not.toContain('secret-of');
   });
 
+  it('a config "keyPath" takes the key from inside the arguments (UCP meta["idempotency-key"]), left out of the fingerprint', async () => {
+    const { dir, log, start } = setup();
+    const configFile = join(dir, 'ucp.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { keyPath: ['meta', 'idempotency-key'] } } }));
+    const p = await start(['--config', configFile]);
+    const call = (id: string, key: unknown) => p.client.callTool({ name: 'act', arguments: { id, meta: { 'idempotency-key': key } } });
+    expect(text(await call('order-1', 'k-1'))).toBe('did order-1 (execution 1)');
+    expect((await call('order-1', 'k-1'))._meta?.[REPLAYED]).toBe(true);
+    // A new key is a new call, whatever the other arguments.
+    expect((await call('order-1', 'k-2'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'order-1')).toBe(2);
+    // The key reused with other arguments is refused: it neither runs nor replays.
+    const refused = await call('order-2', 'k-1').then(() => null, (e: unknown) => e);
+    expect((refused as McpError).code).toBe(-32010);
+    expect((refused as McpError).data).toMatchObject({ 'idempotent-tools': 'KEY_MISMATCH' });
+    expect(count(log, 'start', 'order-2')).toBe(0);
+    // A key that is not a non-empty string is refused with a message that names where.
+    const bad = await call('order-3', 7).then(() => null, (e: unknown) => e);
+    expect((bad as McpError).code).toBe(-32602);
+    expect((bad as McpError).message).toMatch(/arguments\.meta\["idempotency-key"\] must be a non-empty string/);
+    expect(count(log, 'start', 'order-3')).toBe(0);
+    // Without the key in its arguments, the call is keyed on its arguments as usual.
+    await p.client.callTool({ name: 'act', arguments: { id: 'order-4' } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id: 'order-4' } }))._meta?.[REPLAYED]).toBe(true);
+    // A keyPath that is not a list of names stops the proxy with a clear message.
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { keyPath: 'meta.idempotency-key' } } }));
+    const wrong = await runNode([CLI, 'mcp', '--config', configFile, '--', process.execPath, COUNTING]);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(/tools\["act"\]\.keyPath must be a list of property names, such as \["meta", "idempotency-key"\]/);
+  });
+
   it('the first call keeps its progress notifications while a duplicate waits', async () => {
     const { log, start, release } = setup();
     const p = await start();

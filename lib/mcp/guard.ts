@@ -49,6 +49,43 @@ export function clientKey(params: CallParams): string | undefined {
   return undefined;
 }
 
+/** `arguments.meta["idempotency-key"]`, for messages. */
+function pathText(path: string[]): string {
+  return `arguments${path.map((p) => (/^[A-Za-z_$][\w$]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join('')}`;
+}
+
+/**
+ * A key carried inside the arguments (commerce protocols: UCP `meta["idempotency-key"]`,
+ * ACP `meta.idempotency_key`), at the config's `keyPath`: the key, and the arguments
+ * without it, which are what the fingerprint covers (the key is not part of what the call
+ * does). Copies along the path only; the arguments forwarded are the client's own.
+ */
+export function keyInArguments(
+  args: Record<string, unknown>,
+  path: string[],
+): { key: string | undefined; rest: Record<string, unknown> } {
+  const parents: Array<Record<string, unknown>> = [];
+  let node: unknown = args;
+  for (const p of path) {
+    if (node === null || typeof node !== 'object' || Array.isArray(node) || !Object.hasOwn(node, p)) return { key: undefined, rest: args };
+    parents.push(node as Record<string, unknown>);
+    node = (node as Record<string, unknown>)[p];
+  }
+  if (node === undefined || node === null) return { key: undefined, rest: args };
+  if (typeof node !== 'string' || node.length === 0) {
+    throw new BadCall(`${pathText(path)} must be a non-empty string (the call's idempotency key, by the config's keyPath), not ${JSON.stringify(node)}`);
+  }
+  // Rebuild the path's objects without the key, from the innermost out.
+  let rest: Record<string, unknown> | undefined;
+  for (let i = parents.length - 1; i >= 0; i--) {
+    const copy = { ...parents[i] };
+    if (rest === undefined) delete copy[path[i]];
+    else copy[path[i]] = rest;
+    rest = copy;
+  }
+  return { key: node, rest: rest! };
+}
+
 /** A tool's `isError: true` result under `isError: 'rerun'`: thrown so that the record
  * is `failed` (the next call runs again), caught again to hand the result back. */
 class ToolErrorResult extends Error {
@@ -146,9 +183,11 @@ export class RetryGuard {
 
   /** The call under the guard: executed upstream once, replayed from the store after. */
   async call(params: CallParams, policy: ToolPolicy, run: () => Promise<CallToolResult>): Promise<GuardedResult> {
-    const explicit = clientKey(params);
+    const inArguments =
+      policy.keyPath === undefined ? undefined : keyInArguments(params.arguments ?? {}, policy.keyPath);
+    const explicit = clientKey(params) ?? inArguments?.key;
     const wrapped = this.wrapperFor(params.name, policy);
-    const args = params.arguments ?? {};
+    const args = inArguments?.rest ?? params.arguments ?? {};
     const invocation: Invocation = { run, ran: false };
     // A client's key is scoped to this upstream server: two servers behind two proxies
     // on one store never share a client's key.

@@ -34,6 +34,8 @@ export interface ToolPolicy {
   /** How long a claim lives without renewal (the proxy renews it while the call runs). */
   leaseMs: number;
   cancel: CancelPolicy;
+  /** Where in the arguments the call's idempotency key sits, if the tool carries one there. */
+  keyPath?: string[];
 }
 
 /** One rule of the config file's `tools` section. */
@@ -45,12 +47,13 @@ interface ToolRule {
   wait?: number;
   lease?: number;
   cancel?: CancelPolicy;
+  keyPath?: string[];
 }
 
 export interface ProxyConfig {
   /** The upstream server's identity in keys and names (default: its name and command). */
   server?: string;
-  defaults: Required<Omit<ToolRule, 'guard'>>;
+  defaults: Required<Omit<ToolRule, 'guard' | 'keyPath'>>;
   /** Rules in file order; an exact name wins over globs, then the first matching glob. */
   rules: Array<{ pattern: string; match: (tool: string) => boolean; rule: ToolRule }>;
 }
@@ -85,7 +88,7 @@ function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${body}$`);
 }
 
-const RULE_FIELDS = new Set(['guard', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel']);
+const RULE_FIELDS = new Set(['guard', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'keyPath']);
 const TOP_FIELDS = new Set(['server', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'tools']);
 
 function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & { server?: string; tools?: unknown } {
@@ -123,6 +126,16 @@ function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & 
       throw new ConfigError(`${where}.cancel must be "finish" or "forward", not ${JSON.stringify(o.cancel)}`);
     }
     rule.cancel = o.cancel;
+  }
+  if (o.keyPath !== undefined) {
+    const k = o.keyPath;
+    if (!Array.isArray(k) || k.length === 0 || !k.every((p) => typeof p === 'string' && p.length > 0)) {
+      throw new ConfigError(
+        `${where}.keyPath must be a list of property names, such as ["meta", "idempotency-key"] ` +
+          `(where the key sits in the tool's arguments), not ${JSON.stringify(k)}`,
+      );
+    }
+    rule.keyPath = k as string[];
   }
   if (o.server !== undefined) {
     if (typeof o.server !== 'string' || o.server.length === 0) throw new ConfigError(`${where}.server must be a non-empty string`);
@@ -215,5 +228,6 @@ export function policyFor(config: ProxyConfig, tool: string, annotations: ToolAn
     waitMs: rule.wait ?? d.wait,
     leaseMs: rule.lease ?? d.lease,
     cancel: rule.cancel ?? d.cancel,
+    ...(rule.keyPath === undefined ? {} : { keyPath: rule.keyPath }),
   };
 }
