@@ -351,6 +351,25 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'start', 'w')).toBe(2);
   });
 
+  it('the proxy prunes what its window has expired, on start: the results are gone from the store, live ones stay', async () => {
+    const { db, log, start } = setup();
+    const short = await start(['--window', '1s']);
+    await short.client.callTool({ name: 'act', arguments: { id: 'old' } });
+    await short.close();
+    const long = await start();
+    await long.client.callTool({ name: 'act', arguments: { id: 'kept' } });
+    await long.close();
+    const old = (await records(db)).find((r) => r.expiresAt !== null && r.expiresAt - Date.now() < 5000)!;
+    // A real wait: the window is the thing under test.
+    await until(() => Date.now() > old.expiresAt! + 10, 'the short window to pass', 10_000);
+    const later = await start();
+    await logShows(later, /pruned 1 expired record/);
+    const left = await records(db);
+    expect(left).toHaveLength(1);
+    expect(left[0].key).not.toBe(old.key);
+    expect(JSON.stringify(left)).not.toContain('did old');
+  });
+
   it('isError results: a failure that runs again by default; replayed under isError: "replay"', async () => {
     const { dir, log, start } = setup();
     const p = await start();

@@ -15,6 +15,7 @@ import { commandIdentity, urlIdentity } from './identity.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
 import { GUARD_ERROR, McpProxy } from './proxy.js';
+import { keepPruned } from './retention.js';
 import { downstreamStdio, upstreamStdio } from './stdio.js';
 
 export const MCP_USAGE = `Usage: idempotent-tools mcp [store] [options] -- <command> [args...]
@@ -252,6 +253,8 @@ export async function main(argv: string[]): Promise<number> {
     await store.close().catch(() => {});
     return 1;
   }
+  const stopPruning = keepPruned(store, log);
+  void proxy.done.then(stopPruning);
   // The client closing our stdin is the end of the session: close the server with it.
   process.stdin.once('end', () => void proxy.finish());
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
