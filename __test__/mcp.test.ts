@@ -672,6 +672,15 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     }
   });
 
+  it('--log escapes control characters: a tool name or an error cannot drive the terminal', async () => {
+    const { start } = setup();
+    const p = await start();
+    const name = 'act\u001b]0;pwned\u0007\u009b2J';
+    await p.client.callTool({ name, arguments: { id: 'x' } }).catch(() => {});
+    await logShows(p, /counting\/act\\x1b\]0;pwned\\x07\\x9b2J/);
+    expect(p.stderr()).not.toMatch(/[\u001b\u0007\u009b]/);
+  });
+
   it('bad command lines and config files are refused with a clear message', async () => {
     const dir = tempDir();
     const none = await runNode([CLI, 'mcp']);

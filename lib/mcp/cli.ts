@@ -10,6 +10,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../index.js';
+import { forTerminal } from '../terminal-text.js';
 import type { Store } from '../index.js';
 import { commandIdentity, urlIdentity } from './identity.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
@@ -197,8 +198,13 @@ function upstreamFor(parsed: Parsed, limit: number, log: (line: string) => void)
   };
 }
 
+/** Every line the proxy prints, escaped: tool names, keys and errors are others' text. */
+export function printable(text: string): string {
+  return text.split('\n').map(forTerminal).join('\n');
+}
+
 export async function main(argv: string[]): Promise<number> {
-  const err = (text: string) => process.stderr.write(text + '\n');
+  const err = (text: string) => process.stderr.write(printable(text) + '\n');
   let parsed: Parsed;
   let config;
   try {
@@ -245,6 +251,7 @@ export async function main(argv: string[]): Promise<number> {
     upstreamDescription: description,
     upstreamId: id,
     log: parsed.values.log ? (line) => err(line) : undefined,
+    print: err,
   });
   try {
     await proxy.start(transport, downstreamStdio(limit, log));

@@ -31,6 +31,8 @@ export interface ProxyOptions {
   upstreamId: string;
   /** `--log`: one line per `tools/call` on stderr. */
   log?: (line: string) => void;
+  /** What must reach stderr whatever `--log` says (the server going away); escaped there. */
+  print?: (line: string) => void;
 }
 
 export class McpProxy {
@@ -46,6 +48,8 @@ export class McpProxy {
   private closing = false;
   /** The work of every request being handled (a call's record is written by its end). */
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Of those, the guarded calls sent to the server (not the duplicates waiting for one). */
+  private readonly sentCalls = new Set<Promise<unknown>>();
   private goneError!: (err: WireError) => void;
   /** Rejects once the server is gone, so that every request still waiting is answered. */
   private readonly whenGone = new Promise<never>((_, reject) => (this.goneError = reject));
@@ -239,7 +243,16 @@ export class McpProxy {
       }
     };
     const pending = `Its record stays pending until its lease runs out (${policy.leaseMs / 1000}s); then a retry runs it again`;
+    // Set once the guard runs the call here: from then on, its whole guarded call (the
+    // record written after the answer included) is what a shutdown waits for.
+    let guarded: Promise<unknown> | undefined;
     const sent = async (): Promise<CallToolResult> => {
+      if (guarded !== undefined) {
+        const whole = guarded;
+        this.sentCalls.add(whole);
+        const settle = () => void this.sentCalls.delete(whole);
+        whole.then(settle, settle);
+      }
       try {
         return await run();
       } catch (err) {
@@ -255,7 +268,10 @@ export class McpProxy {
     };
     let outcome;
     try {
-      outcome = await this.guard.call(params, policy, sent);
+      // `sent` runs only after the guard has claimed the key in the store, so after this.
+      const whole = this.guard.call(params, policy, sent);
+      guarded = whole;
+      outcome = await whole;
     } catch (err) {
       if (err instanceof OutcomeUnknown) this.log(`unknown   ${label}  ${err.message}  ${ms()}`);
       else this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
@@ -278,7 +294,7 @@ export class McpProxy {
       `idempotent-tools mcp: the MCP server (${this.options.upstreamDescription}) exited or closed its connection; ` +
       'a call it was running may or may not have taken effect (see its stderr in the client\'s log). ' +
       'Restart the server to go on.';
-    process.stderr.write(`${this.gone}\n`);
+    (this.options.print ?? ((line: string) => process.stderr.write(`${line}\n`)))(this.gone);
     this.goneError(new WireError(ErrorCode.ConnectionClosed, this.gone));
     void this.shutdown(1);
   }
@@ -299,9 +315,10 @@ export class McpProxy {
     // In-flight calls end when the server goes (their outcome unknown: each leaves its
     // record pending); wait for them so that no record is left half-written.
     await this.server.close().catch(() => {});
-    // Calls that were running end at once when the server goes; a duplicate still
-    // waiting for a call in another proxy is not worth a hang.
-    await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => setTimeout(r, 5000).unref())]);
+    // Calls that were running end at once when the server goes (their records stay
+    // pending: the outcome is unknown); a duplicate still waiting for a call, here or in
+    // another proxy, waits for a record that nothing here will settle now: not worth a hang.
+    await Promise.race([Promise.allSettled([...this.sentCalls]), new Promise((r) => setTimeout(r, 5000).unref())]);
     // Their answers are written in the turn after they settle: let them out first.
     await new Promise((resolve) => setImmediate(resolve));
     await this.client.close().catch(() => {});
