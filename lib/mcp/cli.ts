@@ -113,17 +113,20 @@ function parse(argv: string[]): Parsed {
 /** The store the flags name, else the one the environment names (a password in the
  * client config's `env` block stays out of the process list), else the SQLite file. */
 function storeChoice(values: Parsed['values']): Parsed['values'] {
-  if (values.db !== undefined || values.redis !== undefined || values.postgres !== undefined) return values;
-  const redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL || undefined;
-  const postgres = process.env.IDEMPOTENT_TOOLS_POSTGRES_URL || undefined;
-  if (redis !== undefined && postgres !== undefined) {
-    throw new UsageError(
-      'both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres',
-    );
+  let chosen = values;
+  if (values.db === undefined && values.redis === undefined && values.postgres === undefined) {
+    const redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL || undefined;
+    const postgres = process.env.IDEMPOTENT_TOOLS_POSTGRES_URL || undefined;
+    if (redis !== undefined && postgres !== undefined) {
+      throw new UsageError(
+        'both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres',
+      );
+    }
+    chosen = { ...values, redis, postgres };
   }
-  if (values.prefix !== undefined && redis === undefined) throw new UsageError('--prefix goes with --redis (or IDEMPOTENT_TOOLS_REDIS_URL)');
-  if (values.table !== undefined && postgres === undefined) throw new UsageError('--table goes with --postgres (or IDEMPOTENT_TOOLS_POSTGRES_URL)');
-  return { ...values, redis, postgres };
+  if (chosen.prefix !== undefined && chosen.redis === undefined) throw new UsageError('--prefix goes with --redis (or IDEMPOTENT_TOOLS_REDIS_URL)');
+  if (chosen.table !== undefined && chosen.postgres === undefined) throw new UsageError('--table goes with --postgres (or IDEMPOTENT_TOOLS_POSTGRES_URL)');
+  return chosen;
 }
 
 async function openStore(values: Parsed['values']): Promise<{ store: Store; description: string }> {
