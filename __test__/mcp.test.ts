@@ -184,9 +184,11 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     const elsewhere = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' }, dir);
     expect((await call(elsewhere, 'issue'))._meta?.[REPLAYED]).toBeUndefined();
     expect(count(log, 'start', 'issue')).toBe(3);
-    // The same configuration again (a restarted proxy) is the same server.
-    const again = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' });
+    // The same configuration again (a restarted proxy, another editor window: variables
+    // set per session are not configuration) is the same server.
+    const again = await proxy({ ACCOUNT_TOKEN: 'secret-of-a', VSCODE_PID: '4242', TERM_SESSION_ID: 'w2', SHLVL: '9' });
     expect((await call(again, 'issue'))._meta?.[REPLAYED]).toBe(true);
+    await logShows(again, /server identity: cmd:[0-9a-f]{12}/);
     expect(count(log, 'start', 'issue')).toBe(3);
 
     const configFile = join(dir, 'shared.json');

@@ -248,6 +248,11 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const { transport, description, id } = upstream;
+  log(
+    config.server === undefined
+      ? `server identity: ${id.slice(0, 16)} (a digest of its ${parsed.values.url === undefined ? 'command, arguments, folder and environment' : 'URL and headers'}; the config's "server" names it to share records on purpose)`
+      : `server identity: "${config.server}" (the config's "server")`,
+  );
   const proxy = new McpProxy({
     config,
     store,

@@ -9,13 +9,19 @@
 import { createHash } from 'node:crypto';
 
 /**
- * Variables a shell or a launcher sets per process or per session, which configure no
- * server: covering them would make a restarted proxy another server (and re-run its
- * calls). `PWD` is the working directory, which the identity covers itself. The
- * proxy's own `IDEMPOTENT_TOOLS_*` variables choose its store, not the server.
+ * Variables a shell, a terminal, a login session or an editor sets per process, window or
+ * session (a PID, a socket path, a session id), which configure no server: covering them
+ * would make the same server another one after a restart or in another window (and re-run
+ * its calls). `PWD` is the working directory, which the identity covers itself.
  */
-const NOT_CONFIGURATION = new Set(['_', 'PWD', 'OLDPWD', 'SHLVL']);
-const OWN_PREFIX = 'IDEMPOTENT_TOOLS_';
+const NOT_CONFIGURATION = new Set([
+  '_', 'PWD', 'OLDPWD', 'SHLVL',
+  'TERM_SESSION_ID', 'ITERM_SESSION_ID', 'WINDOWID', 'KITTY_WINDOW_ID', 'WT_SESSION', 'TMUX_PANE', 'SECURITYSESSIONID',
+  'XDG_SESSION_ID', 'INVOCATION_ID', 'JOURNAL_STREAM', 'DBUS_SESSION_BUS_ADDRESS',
+  'SSH_AUTH_SOCK', 'SSH_CLIENT', 'SSH_CONNECTION', 'SSH_TTY', 'GPG_TTY',
+]);
+/** VS Code's launcher variables (its PID, its IPC sockets); the proxy's own, which choose its store. */
+const NOT_CONFIGURATION_PREFIXES = ['VSCODE_', 'IDEMPOTENT_TOOLS_'];
 
 export interface CommandUpstream {
   command: string;
@@ -42,7 +48,7 @@ function sortedEntries(record: Record<string, string | undefined>, keep: (name: 
 
 /** A command's identity: command, arguments, working directory and environment. */
 export function commandIdentity(u: CommandUpstream): string {
-  const env = sortedEntries(u.env, (name) => !NOT_CONFIGURATION.has(name) && !name.startsWith(OWN_PREFIX));
+  const env = sortedEntries(u.env, (name) => !NOT_CONFIGURATION.has(name) && !NOT_CONFIGURATION_PREFIXES.some((p) => name.startsWith(p)));
   return `cmd:${sha256(JSON.stringify(['command', u.command, u.args, u.cwd, env]))}`;
 }
 
