@@ -525,6 +525,13 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'done', 'over')).toBe(1);
     const [record] = await records(db);
     expect(record.status).toBe('pending');
+    // A request over the limit from the client is refused before anything runs.
+    const big = await p.client
+      .callTool({ name: 'act', arguments: { id: 'too-big', pad: 'y'.repeat(2 * 1024 * 1024) } })
+      .then(() => null, (e: unknown) => e);
+    expect((big as McpError).code).toBe(-32600);
+    expect((big as McpError).message).toMatch(/from the client, over the proxy's limit of 1\.0 MB per message.*nothing was run/);
+    expect(count(log, 'start', 'too-big')).toBe(0);
     // The same server and the same proxy go on.
     expect(text(await p.client.callTool({ name: 'act', arguments: { id: 'after' } }))).toBe('did after (execution 1)');
     expect(events(log).filter((e) => e.event === 'up')).toHaveLength(1);

@@ -40,16 +40,20 @@ export function upstreamStdio(
   readThrough(
     transport,
     new MessageLines(limit, (o: Oversized): JSONRPCMessage | undefined => {
-      const what = `a message of ${mb(o.bytes)} from the server, over the proxy's limit of ${mb(limit)} (--max-message)`;
+      const over = `over the proxy's limit of ${mb(limit)} per message (--max-message)`;
       if (o.kind !== 'response' || o.id === undefined) {
-        log(`dropped ${what}: not a response the proxy could match to its request`);
+        log(`dropped a message of ${mb(o.bytes)} from the server, ${over}: not an answer the proxy could match to its request`);
         return undefined;
       }
-      log(`dropped ${what}: the answer to request ${o.id}`);
+      log(`dropped the server's answer to request ${o.id} (${mb(o.bytes)}), ${over}`);
       return {
         jsonrpc: '2.0',
         id: o.id,
-        error: { code, message: `the server's answer was ${what}, and was dropped`, data: { 'idempotent-tools': TOO_LARGE, bytes: o.bytes, limit } },
+        error: {
+          code,
+          message: `the server's answer (${mb(o.bytes)}) was ${over}, and was dropped (a larger --max-message lets it through)`,
+          data: { 'idempotent-tools': TOO_LARGE, bytes: o.bytes, limit },
+        },
       };
     }),
   );
@@ -82,7 +86,7 @@ export function downstreamStdio(limit: number, log: (line: string) => void): Std
   readThrough(
     transport,
     new MessageLines(limit, (o: Oversized) => {
-      const what = `a message of ${mb(o.bytes)} from the client, over the proxy's limit of ${mb(limit)} (--max-message)`;
+      const what = `a message of ${mb(o.bytes)} from the client, over the proxy's limit of ${mb(limit)} per message (--max-message)`;
       log(`dropped ${what}`);
       if (o.kind === 'request' && o.id !== undefined) {
         void transport
