@@ -12,7 +12,7 @@ import type { Store } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
 import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
-import { TOO_LARGE } from './stdio.js';
+import { sendGuarded } from './send.js';
 
 /**
  * Errors of the retry guard itself (store down, a key reused for other arguments, ...),
@@ -225,46 +225,25 @@ export class McpProxy {
             : 'not forwarded; the call goes on, and its result is recorded for the retry'),
       );
     extra.signal.addEventListener('abort', onCancel, { once: true });
-    const run = async (): Promise<CallToolResult> => {
-      if (!forwardCancel) {
-        // Not `extra.signal`: the SDK's servers never answer a cancelled request, so
-        // forwarding the cancel would lose the outcome of a call that may well finish.
-        return (await forward(this.server, request, undefined)) as CallToolResult;
-      }
-      // Not sent yet: nothing ran, and the record may say so.
-      if (extra.signal.aborted) throw new Error('the client cancelled this call before it was sent to the server');
-      try {
-        return (await forward(this.server, request, extra.signal)) as CallToolResult;
-      } catch (err) {
-        if (!extra.signal.aborted) throw err;
-        throw new OutcomeUnknown(
-          `the client cancelled "${label}" and the cancel was forwarded; whether the call took effect is unknown. ${pending}`,
-        );
-      }
-    };
-    const pending = `Its record stays pending until its lease runs out (${policy.leaseMs / 1000}s); then a retry runs it again`;
     // Set once the guard runs the call here: from then on, its whole guarded call (the
     // record written after the answer included) is what a shutdown waits for.
     let guarded: Promise<unknown> | undefined;
-    const sent = async (): Promise<CallToolResult> => {
+    const sent = (): Promise<CallToolResult> => {
       if (guarded !== undefined) {
         const whole = guarded;
         this.sentCalls.add(whole);
         const settle = () => void this.sentCalls.delete(whole);
         whole.then(settle, settle);
       }
-      try {
-        return await run();
-      } catch (err) {
-        // The call went out and its answer was lost: it may have happened, so not failed.
-        if (err instanceof McpError && (err.data as Record<string, unknown> | undefined)?.['idempotent-tools'] === TOO_LARGE) {
-          throw new OutcomeUnknown(`${relayed(err).message}: whether "${label}" took effect is unknown. ${pending}`);
-        }
-        if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed && (this.gone !== undefined || this.closing)) {
-          throw new OutcomeUnknown(`the server went away during "${label}": whether it took effect is unknown. ${pending}`);
-        }
-        throw err;
-      }
+      return sendGuarded({
+        server: this.server,
+        request,
+        signal: extra.signal,
+        cancel: policy.cancel,
+        label,
+        leaseMs: policy.leaseMs,
+        serverGone: () => this.gone !== undefined || this.closing,
+      });
     };
     let outcome;
     try {
