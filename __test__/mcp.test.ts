@@ -5,7 +5,7 @@
  */
 
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
@@ -18,6 +18,7 @@ import { CLI, COUNTING, alive, connect, count, events, text, until, logShows, ty
 
 const REPLAYED = 'idempotent-tools/replayed';
 const RECORDING = join(ROOT, '__test__', 'fixtures', 'mcp-recording-server.mjs');
+const RAW = join(ROOT, '__test__', 'fixtures', 'mcp-raw-server.mjs');
 
 let open: Proxied[] = [];
 afterEach(async () => {
@@ -632,35 +633,73 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     ]);
   });
 
-  it('a number JSON.parse cannot keep exactly (1790000000000000001) is refused before anything runs; exact ones are forwarded', async () => {
+  it('numbers pass exactly both ways (1790000000000000001), and key two distinct numbers as two calls', async () => {
     const dir = tempDir();
-    const log = join(dir, 'count.log');
-    const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, COUNTING], {
-      env: { ...process.env, COUNT_LOG: log },
+    const record = join(dir, 'record.txt');
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, RAW], {
+      env: { ...process.env, RECORD: record },
       stdio: ['pipe', 'pipe', 'inherit'],
     });
-    // Raw lines: a JavaScript client could not even write this number.
+    // Raw lines: a JavaScript client could not even write these numbers.
     const send = (line: string) => child.stdin!.write(line + '\n');
     const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
     send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: init }));
     await lineFrom(child, /"id":1\b/);
     send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-    const call = (id: number, actId: string, n: string) =>
-      send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"act","arguments":{"id":"${actId}","n":${n}}}}`);
-    call(2, 'big-1', '1790000000000000001');
-    const refused = JSON.parse(await lineFrom(child, /"id":2\b/));
-    expect(refused.error.code).toBe(-32602);
-    expect(refused.error.message).toMatch(/1790000000000000001.*cannot.*exactly.*1790000000000000000/);
-    expect(refused.error.message).toMatch(/as a string/);
-    call(3, 'big-2', '1790000000000000002');
-    expect(JSON.parse(await lineFrom(child, /"id":3\b/)).error.code).toBe(-32602);
-    expect(count(log, 'start', 'big-1') + count(log, 'start', 'big-2')).toBe(0);
-    // Numbers that arrive exactly as sent (within 2^53, decimals, exponents) are forwarded.
-    call(4, 'fine', '[9007199254740991, 1.5, 1e3, -0.25, 1.25E+2, 0.1]');
-    const fine = JSON.parse(await lineFrom(child, /"id":4\b/));
-    expect(fine.result.content[0].text).toBe('did fine (execution 1)');
+    const calls = () => (existsSync(record) ? readFileSync(record, 'utf8').trim().split('\n').filter(Boolean) : []);
+    const call = async (id: number, args: string, meta = '') => {
+      send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"act","arguments":${args}${meta}}}`);
+      return lineFrom(child, new RegExp(`"id":${id}\\b`));
+    };
+    // The server gets the number the client sent, and the client the server's.
+    const first = await call(2, '{"order":1790000000000000001,"f":0.1}');
+    expect(calls()).toHaveLength(1);
+    expect(calls()[0]).toContain('"order":1790000000000000001,');
+    expect(first).toContain('"echo":{"order":1790000000000000001,"f":0.1}');
+    expect(first).toContain('"big":1790000000000000003');
+    // Another number is another call; the same number (however written) is a replay, exact.
+    await call(3, '{"order":1790000000000000002,"f":0.1}');
+    expect(calls()).toHaveLength(2);
+    expect(calls()[1]).toContain('"order":1790000000000000002,');
+    const replay = await call(4, '{"order":1.790000000000000001e18,"f":0.1}');
+    expect(calls()).toHaveLength(2);
+    expect(replay).toContain('"idempotent-tools/replayed":true');
+    expect(replay).toContain('"echo":{"order":1790000000000000001,"f":0.1}');
+    expect(replay).toContain('"big":1790000000000000003');
+    // A string that looks like the proxy's own placeholder is refused, never sent as a number.
+    const forged = JSON.parse(await call(5, '{"order":"\\u0000idempotent-tools:number:5"}'));
+    expect(forged.error.code).toBe(-32602);
+    expect(forged.error.message).toMatch(/not passed on/);
+    // A number is no idempotency key, however large.
+    const numberKey = JSON.parse(await call(6, '{"order":7}', ',"_meta":{"idempotencyKey":1790000000000000001}'));
+    expect(numberKey.error.message).toMatch(/idempotencyKey must be a non-empty string \(the call's idempotency key\), not 1790000000000000001/);
+    expect(calls()).toHaveLength(2);
     child.stdin!.end();
     await new Promise((r) => child.on('close', r));
+  });
+
+  it('over --url, the numbers of a request reach the server exactly too', async () => {
+    const dir = tempDir();
+    const record = join(dir, 'record.txt');
+    const portFile = join(dir, 'port');
+    const server = spawn(process.execPath, [RAW, 'http'], { env: { ...process.env, RECORD: record, PORT_FILE: portFile }, stdio: 'ignore' });
+    try {
+      await until(() => existsSync(portFile) && readFileSync(portFile, 'utf8').length > 0, 'the HTTP server to listen');
+      const url = `http://127.0.0.1:${readFileSync(portFile, 'utf8')}/mcp`;
+      const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--url', url], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const send = (line: string) => child.stdin!.write(line + '\n');
+      const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
+      send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: init }));
+      await lineFrom(child, /"id":1\b/);
+      send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"act","arguments":{"order":1790000000000000001}}}');
+      await lineFrom(child, /"id":2\b/);
+      expect(readFileSync(record, 'utf8')).toContain('"order":1790000000000000001}');
+      child.stdin!.end();
+      await new Promise((r) => child.on('close', r));
+    } finally {
+      server.kill();
+    }
   });
 
   it('examples/mcp runs offline, and its config files are valid', async () => {

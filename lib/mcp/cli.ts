@@ -17,7 +17,7 @@ import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
 import { GUARD_ERROR, McpProxy } from './proxy.js';
 import { keepPruned } from './retention.js';
-import { downstreamStdio, upstreamStdio } from './stdio.js';
+import { downstreamStdio, exactFetch, upstreamStdio } from './stdio.js';
 
 export const MCP_USAGE = `Usage: idempotent-tools mcp [store] [options] -- <command> [args...]
        idempotent-tools mcp [store] [options] --url http://host/mcp
@@ -186,7 +186,7 @@ function upstreamFor(parsed: Parsed, limit: number, log: (line: string) => void)
     }
     const headers = headersFrom(parsed.values.header ?? []);
     return {
-      transport: new StreamableHTTPClientTransport(url, { requestInit: { headers } }),
+      transport: new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: exactFetch }),
       description: url.href,
       id: urlIdentity({ url: url.href, headers }),
     };

@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 
 import { idempotent, type IdempotentFunction, type Store } from '../index.js';
+import { placeholderNumber } from './exact-numbers.js';
 import type { ToolPolicy } from './policy.js';
 
 export type CallToolResult = Record<string, unknown> & { isError?: boolean; _meta?: Record<string, unknown> };
@@ -33,6 +34,16 @@ export interface CallParams {
 /** A bad `tools/call` (an unusable idempotency key): refused before anything runs. */
 export class BadCall extends Error {}
 
+/** A key is a string, not a number (one a double cannot keep arrives as a placeholder string). */
+function isKeyString(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && placeholderNumber(value) === undefined;
+}
+
+/** A value as the client wrote it. */
+function shown(value: unknown): string {
+  return placeholderNumber(value) ?? JSON.stringify(value);
+}
+
 /** The client's idempotency key for this call, if it sent one. */
 export function clientKey(params: CallParams): string | undefined {
   const candidates: Array<[string, unknown]> = [
@@ -41,8 +52,8 @@ export function clientKey(params: CallParams): string | undefined {
   ];
   for (const [where, value] of candidates) {
     if (value === undefined || value === null) continue;
-    if (typeof value !== 'string' || value.length === 0) {
-      throw new BadCall(`params.${where} must be a non-empty string (the call's idempotency key), not ${JSON.stringify(value)}`);
+    if (!isKeyString(value)) {
+      throw new BadCall(`params.${where} must be a non-empty string (the call's idempotency key), not ${shown(value)}`);
     }
     return value;
   }
@@ -72,8 +83,8 @@ export function keyInArguments(
     node = (node as Record<string, unknown>)[p];
   }
   if (node === undefined || node === null) return { key: undefined, rest: args };
-  if (typeof node !== 'string' || node.length === 0) {
-    throw new BadCall(`${pathText(path)} must be a non-empty string (the call's idempotency key, by the config's keyPath), not ${JSON.stringify(node)}`);
+  if (!isKeyString(node)) {
+    throw new BadCall(`${pathText(path)} must be a non-empty string (the call's idempotency key, by the config's keyPath), not ${shown(node)}`);
   }
   // Rebuild the path's objects without the key, from the innermost out.
   let rest: Record<string, unknown> | undefined;

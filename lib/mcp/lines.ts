@@ -46,6 +46,11 @@ function kindOf(head: string, tail: string): Oversized['kind'] {
   return 'unknown';
 }
 
+/** What the SDK's own reader does with a line. */
+export function parseMessage(line: string): JSONRPCMessage {
+  return JSONRPCMessageSchema.parse(JSON.parse(line));
+}
+
 export class MessageLines {
   private chunks: Buffer[] = [];
   private bytes = 0;
@@ -57,8 +62,9 @@ export class MessageLines {
     private readonly maxMessageBytes: number,
     /** Told of each message skipped; may return a message to deliver in its place. */
     private readonly onOversized: (o: Oversized) => JSONRPCMessage | undefined,
-    /** Sees each message with its raw line; false keeps it from the reader. */
-    private readonly accept: (line: string, message: JSONRPCMessage) => boolean = () => true,
+    /** Reads one line: the message, or undefined to keep it from the reader; throws for a
+     * line that is not a JSON-RPC message. */
+    private readonly read: (line: string) => JSONRPCMessage | undefined = parseMessage,
   ) {}
 
   append(chunk: Buffer): void {
@@ -105,14 +111,12 @@ export class MessageLines {
     this.chunks = [];
     this.bytes = 0;
     if (line.trim().length === 0) return;
-    let message: JSONRPCMessage;
     try {
-      message = JSONRPCMessageSchema.parse(JSON.parse(line));
+      const message = this.read(line);
+      if (message !== undefined) this.ready.push(message);
     } catch (err) {
       this.ready.push(err instanceof Error ? err : new Error(String(err)));
-      return;
     }
-    if (this.accept(line, message)) this.ready.push(message);
   }
 
   /** The next message, or null; a line that was not a JSON-RPC message is thrown (the
