@@ -177,14 +177,16 @@ export class McpProxy {
 
   /** A tool's annotations; asks the server for its list when the client has not (or the
    * list changed since). */
-  private async annotations(name: string, signal: AbortSignal): Promise<ToolAnnotations | undefined> {
+  private async annotations(name: string): Promise<ToolAnnotations | undefined> {
     if (!this.tools.has(name) && !this.toolsComplete) {
       let cursor: string | undefined;
       do {
+        // Not cut short by the client's cancel: whether the tool is guarded decides what
+        // a cancel means for its call, so a call that reached the proxy is decided the same
+        // way whenever its client gives up.
         const page = await this.server.request(
           { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
           ResultSchema,
-          { signal },
         );
         this.learnTools(page);
         cursor = typeof page.nextCursor === 'string' ? page.nextCursor : undefined;
@@ -200,7 +202,7 @@ export class McpProxy {
       throw new WireError(ErrorCode.InvalidParams, 'idempotent-tools mcp: tools/call needs params.name, the tool\'s name');
     }
     const started = performance.now();
-    const policy = policyFor(this.options.config, params.name, await this.annotations(params.name, extra.signal));
+    const policy = policyFor(this.options.config, params.name, await this.annotations(params.name));
     const label = `${this.identity().label}/${params.name}`;
     const ms = () => `${Math.round(performance.now() - started)}ms`;
     if (!policy.guard) {
