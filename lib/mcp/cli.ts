@@ -26,6 +26,8 @@ Runs the MCP server <command> as a child and serves it on stdio, every message f
 with a retry guard on tools/call: a repeat of a side-effecting call within the window
 (same server, tool and arguments, or the same _meta.idempotencyKey) gets the first call's
 stored result instead of running again; a repeat while the first runs waits for it.
+A client's cancel or timeout of a guarded call is not forwarded: the call finishes, its
+result is recorded, and the retry gets it (a config rule "cancel": "forward" forwards it).
 
 Store (default: $IDEMPOTENT_TOOLS_REDIS_URL or $IDEMPOTENT_TOOLS_POSTGRES_URL, which keep
 a password out of the process list; else the SQLite file $IDEMPOTENT_TOOLS_DB, else
