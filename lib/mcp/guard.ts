@@ -1,7 +1,8 @@
 /**
  * The retry guard on `tools/call`: one `idempotent()` wrapper per tool, whose function
  * forwards the call to the upstream server. A repeat within the window (or under the same
- * client-sent idempotency key) gets the first call's stored `CallToolResult` back.
+ * client-sent idempotency key, in `_meta` or at the config's `keyPath` in the arguments)
+ * gets the first call's stored `CallToolResult` back.
  * Built on the package's public API only.
  */
 
@@ -138,7 +139,7 @@ export interface GuardedResult {
 }
 
 export interface Server {
-  /** What identifies the upstream server in derived keys (its name and command, or the config's `server`). */
+  /** What identifies the upstream server in keys: a digest of its configuration (identity.ts), or the config's `server`. */
   id: string;
   /** Its name in records: `<label>/<tool>`. */
   label: string;
