@@ -443,6 +443,31 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'cancelled', 'c')).toBe(0);
   });
 
+  it('a client that cancels and leaves: the proxy lets the call finish and records it before it exits', async () => {
+    const { db, log, release } = setup();
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', db, '--', process.execPath, COUNTING], {
+      env: { ...process.env, COUNT_LOG: log },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const send = (m: object) => child.stdin!.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    await lineFrom(child, /"id":1\b/);
+    send({ method: 'notifications/initialized' });
+    send({ id: 2, method: 'tools/call', params: { name: 'act', arguments: { id: 'left', hold: true } } });
+    await until(() => count(log, 'start', 'left') === 1, 'the call to start');
+    send({ method: 'notifications/cancelled', params: { requestId: 2, reason: 'the user closed the window' } });
+    child.stdin!.end();
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    release();
+    await new Promise((r) => child.on('close', r));
+    expect(count(log, 'done', 'left')).toBe(1);
+    expect(count(log, 'cancelled', 'left')).toBe(0);
+    expect(out).not.toMatch(/"id":2\b/); // the client gave up: no answer
+    const [record] = await records(db);
+    expect(record.status).toBe('completed');
+  });
+
   it('an upstream error after a cancel is recorded as failed, and the retry runs again', async () => {
     const { db, log, start, release } = setup();
     const p = await start();
