@@ -135,7 +135,9 @@ describe('--url: an upstream over Streamable HTTP', () => {
     server.stderr!.on('data', (d) => (serverErr += d));
     await until(() => /listening on port/.test(serverErr), 'the HTTP server to listen');
 
-    const p = await connect({ flags: ['--db', join(tempDir(), 'store.db'), '--url', `http://127.0.0.1:${port}/mcp`], server: [] });
+    const db = join(tempDir(), 'store.db');
+    const url = `http://127.0.0.1:${port}/mcp`;
+    const p = await connect({ flags: ['--db', db, '--url', url], server: [] });
     open.push(p);
     expect(p.client.getServerVersion()?.name).toMatch(/everything/);
     expect((await p.client.listTools()).tools.length).toBeGreaterThan(5);
@@ -147,6 +149,15 @@ describe('--url: an upstream over Streamable HTTP', () => {
     await p.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} });
     const again = await p.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} });
     expect(again._meta?.[REPLAYED]).toBe(true);
+    // Other headers (another account's token) are another upstream: no shared record.
+    const withToken = (token: string) =>
+      connect({ flags: ['--db', db, '--url', url, '--header', `Authorization: Bearer ${token}`], server: [] });
+    const b = await withToken('token-of-b');
+    open.push(b);
+    expect((await b.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} }))._meta?.[REPLAYED]).toBeUndefined();
+    const b2 = await withToken('token-of-b');
+    open.push(b2);
+    expect((await b2.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} }))._meta?.[REPLAYED]).toBe(true);
   });
 });
 

@@ -31,7 +31,11 @@ export interface ConnectOptions {
   /** The upstream server's command (default: the counting server). */
   server?: string[];
   env?: Record<string, string>;
+  /** The proxy's working directory (default: the repository's root). */
+  cwd?: string;
   capabilities?: ClientCapabilities;
+  /** The client's read limit on one message (the SDK's default is 10 MB). */
+  maxBufferSize?: number;
 }
 
 /** Starts `idempotent-tools mcp <flags> -- <server>` and connects an SDK client to it. */
@@ -42,8 +46,9 @@ export async function connect(options: ConnectOptions): Promise<Proxied> {
     args: [CLI, 'mcp', '--log', ...options.flags, ...(server.length > 0 ? ['--', ...server] : [])],
     env: { ...(process.env as Record<string, string>), ...options.env },
     stderr: 'pipe',
-    cwd: ROOT,
-  });
+    cwd: options.cwd ?? ROOT,
+    ...(options.maxBufferSize === undefined ? {} : { maxBufferSize: options.maxBufferSize }),
+  } as ConstructorParameters<typeof StdioClientTransport>[0]);
   let stderr = '';
   transport.stderr!.on('data', (d) => (stderr += d));
   const client = new Client({ name: 'idempotent-tools-test', version: '1.0.0' }, { capabilities: options.capabilities ?? {} });

@@ -5,7 +5,7 @@
  */
 
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
@@ -13,11 +13,12 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, lineFrom, runNode, tempDir } from './helpers';
-import { sharedRedis, uniquePrefix } from './redis-server';
+import { RedisServer, sharedRedis, uniquePrefix } from './redis-server';
 import { CLI, COUNTING, alive, connect, count, events, text, until, logShows, type Proxied } from './mcp-helpers';
 
 const REPLAYED = 'idempotent-tools/replayed';
 const RECORDING = join(ROOT, '__test__', 'fixtures', 'mcp-recording-server.mjs');
+const RAW = join(ROOT, '__test__', 'fixtures', 'mcp-raw-server.mjs');
 
 let open: Proxied[] = [];
 afterEach(async () => {
@@ -85,6 +86,9 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     const refused = await call('k2', 'key-1').then(() => null, (e: unknown) => e);
     expect(refused).toBeInstanceOf(McpError);
     expect((refused as McpError).message).toMatch(/already used by a call of "counting\/act" with other arguments/);
+    // The guard's own code lies outside MCP's reserved -32020..-32099, in -32000..-32019.
+    expect((refused as McpError).code).toBe(-32010);
+    expect((refused as McpError).data).toMatchObject({ 'idempotent-tools': 'KEY_MISMATCH' });
     expect(count(log, 'start', 'k2')).toBe(0);
     // SEP-3182's top-level param is honoured too.
     await p.client.request(
@@ -164,6 +168,72 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect((await records(db)).map((r) => r.name)).toContain('counter/act');
   });
 
+  it('two configurations of one server (another env, another cwd) never share records; a config "server" shares on purpose', async () => {
+    const { db, dir, log } = setup();
+    const proxy = async (env: Record<string, string>, cwd?: string, more: string[] = []) => {
+      const p = await connect({ flags: ['--db', db, ...more], env: { COUNT_LOG: log, ...env }, cwd });
+      open.push(p);
+      return p;
+    };
+    const call = (p: Proxied, id: string) => p.client.callTool({ name: 'act', arguments: { id } });
+    const a = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' });
+    const b = await proxy({ ACCOUNT_TOKEN: 'secret-of-b' });
+    await call(a, 'issue');
+    expect((await call(b, 'issue'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'issue')).toBe(2);
+    // Account A's configuration in another folder is another configuration too.
+    const elsewhere = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' }, dir);
+    expect((await call(elsewhere, 'issue'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'issue')).toBe(3);
+    // The same configuration again (a restarted proxy, another editor window: variables
+    // set per session are not configuration) is the same server.
+    const again = await proxy({ ACCOUNT_TOKEN: 'secret-of-a', VSCODE_PID: '4242', TERM_SESSION_ID: 'w2', SHLVL: '9' });
+    expect((await call(again, 'issue'))._meta?.[REPLAYED]).toBe(true);
+    await logShows(again, /server identity: cmd:[0-9a-f]{12}/);
+    expect(count(log, 'start', 'issue')).toBe(3);
+
+    const configFile = join(dir, 'shared.json');
+    writeFileSync(configFile, JSON.stringify({ server: 'counter' }));
+    const c = await proxy({ ACCOUNT_TOKEN: 'secret-of-a' }, undefined, ['--config', configFile]);
+    const d = await proxy({ ACCOUNT_TOKEN: 'secret-of-b' }, dir, ['--config', configFile]);
+    await call(c, 'shared');
+    expect((await call(d, 'shared'))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', 'shared')).toBe(1);
+    // The identity is a digest: no record holds the environment's values.
+    expect(JSON.stringify(await records(db))).not.toContain('secret-of');
+  });
+
+  it('a config "keyPath" takes the key from inside the arguments (UCP meta["idempotency-key"]), left out of the fingerprint', async () => {
+    const { dir, log, start } = setup();
+    const configFile = join(dir, 'ucp.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { keyPath: ['meta', 'idempotency-key'] } } }));
+    const p = await start(['--config', configFile]);
+    const call = (id: string, key: unknown) => p.client.callTool({ name: 'act', arguments: { id, meta: { 'idempotency-key': key } } });
+    expect(text(await call('order-1', 'k-1'))).toBe('did order-1 (execution 1)');
+    expect((await call('order-1', 'k-1'))._meta?.[REPLAYED]).toBe(true);
+    // A new key is a new call, whatever the other arguments.
+    expect((await call('order-1', 'k-2'))._meta?.[REPLAYED]).toBeUndefined();
+    expect(count(log, 'start', 'order-1')).toBe(2);
+    // The key reused with other arguments is refused: it neither runs nor replays.
+    const refused = await call('order-2', 'k-1').then(() => null, (e: unknown) => e);
+    expect((refused as McpError).code).toBe(-32010);
+    expect((refused as McpError).data).toMatchObject({ 'idempotent-tools': 'KEY_MISMATCH' });
+    expect(count(log, 'start', 'order-2')).toBe(0);
+    // A key that is not a non-empty string is refused with a message that names where.
+    const bad = await call('order-3', 7).then(() => null, (e: unknown) => e);
+    expect((bad as McpError).code).toBe(-32602);
+    expect((bad as McpError).message).toMatch(/arguments\.meta\["idempotency-key"\] must be a non-empty string/);
+    expect(count(log, 'start', 'order-3')).toBe(0);
+    // Without the key in its arguments, the call is keyed on its arguments as usual.
+    await p.client.callTool({ name: 'act', arguments: { id: 'order-4' } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id: 'order-4' } }))._meta?.[REPLAYED]).toBe(true);
+    // A keyPath that is not a list of names stops the proxy with a clear message.
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { keyPath: 'meta.idempotency-key' } } }));
+    const wrong = await runNode([CLI, 'mcp', '--config', configFile, '--', process.execPath, COUNTING]);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(/tools\["act"\]\.keyPath must be a list of property names, such as \["meta", "idempotency-key"\]/);
+  });
+
   it('the first call keeps its progress notifications while a duplicate waits', async () => {
     const { log, start, release } = setup();
     const p = await start();
@@ -216,7 +286,7 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
   });
 
   it('the upstream server crashing answers every call in flight with a clear error, and the proxy exits', async () => {
-    const { log, start } = setup();
+    const { db, log, start } = setup();
     const p = await start();
     let closed = false;
     p.client.onclose = () => (closed = true);
@@ -232,6 +302,8 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(((await waiting) as McpError).message).toMatch(clear);
     await until(() => closed && !alive(p.pid), 'the proxy to exit');
     await logShows(p, /exited or closed its connection/);
+    // Their answers were lost: whether they took effect is unknown, so never `failed`.
+    expect((await records(db)).map((r) => r.status)).toEqual(['pending', 'pending']);
   });
 
   it('closing the client closes the server', async () => {
@@ -282,6 +354,26 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'start', 'w')).toBe(2);
   });
 
+  it('the proxy prunes what its window has expired, on start: the results are gone from the store, live ones stay', async () => {
+    const { db, start } = setup();
+    // The record that stays first: each proxy prunes on start, this one before `old` exists.
+    const long = await start();
+    await long.client.callTool({ name: 'act', arguments: { id: 'kept' } });
+    await long.close();
+    const short = await start(['--window', '1s']);
+    await short.client.callTool({ name: 'act', arguments: { id: 'old' } });
+    await short.close();
+    const [old] = (await records(db)).sort((a, b) => a.expiresAt! - b.expiresAt!);
+    // A real wait: the window is the thing under test.
+    await until(() => Date.now() > old.expiresAt! + 10, 'the short window to pass', 10_000);
+    const later = await start();
+    await logShows(later, /pruned 1 expired record/);
+    const left = await records(db);
+    expect(left).toHaveLength(1);
+    expect(left[0].key).not.toBe(old.key);
+    expect(JSON.stringify(left)).not.toContain('did old');
+  });
+
   it('isError results: a failure that runs again by default; replayed under isError: "replay"', async () => {
     const { dir, log, start } = setup();
     const p = await start();
@@ -304,7 +396,31 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(count(log, 'start', 'e2')).toBe(1);
   });
 
-  it('a cancelled call reaches the server as a cancellation; the retry runs again', async () => {
+  it("the SDK client's own timeout is not forwarded: the call finishes upstream, is recorded, and the retry joins it", async () => {
+    const { db, log, start, release } = setup();
+    const p = await start();
+    // The SDK client sends notifications/cancelled when its request timeout fires.
+    const timedOut = p.client
+      .callTool({ name: 'act', arguments: { id: 't', hold: true } }, undefined, { timeout: 300 })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 't') === 1, 'the call to start upstream');
+    expect(((await timedOut) as McpError).message).toMatch(/timed out/i);
+    await logShows(p, /cancelled\s+counting\/act\s.*not forwarded/);
+    // The model's retry, while the first call still runs upstream: it waits for it.
+    const retry = p.client.callTool({ name: 'act', arguments: { id: 't', hold: true } });
+    await until(() => /waiting\s+counting\/act/.test(p.stderr()), 'the retry to wait for the first call');
+    release();
+    const result = await retry;
+    expect(result._meta?.[REPLAYED]).toBe(true);
+    expect(text(result)).toBe('did t (execution 1)');
+    expect(count(log, 'start', 't')).toBe(1);
+    expect(count(log, 'done', 't')).toBe(1);
+    expect(count(log, 'cancelled', 't')).toBe(0);
+    const [record] = await records(db);
+    expect(record.status).toBe('completed');
+  });
+
+  it('an AbortSignal cancel is not forwarded either: the result is recorded when it arrives, and the retry replays it', async () => {
     const { db, log, start, release } = setup();
     const p = await start();
     const abort = new AbortController();
@@ -313,15 +429,87 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
       .then(() => null, (e: unknown) => e);
     await until(() => count(log, 'start', 'c') === 1, 'the call to start');
     abort.abort('the user pressed stop');
-    expect(await cancelled).toBeInstanceOf(Error);
-    await until(() => count(log, 'cancelled', 'c') === 1, 'the server to see the cancellation');
-    await until(() => /error\s+counting\/act/.test(p.stderr()), 'the proxy to record the failure');
-    const [record] = await records(db);
-    expect(record.status).toBe('failed');
+    expect(await cancelled).not.toBeNull();
+    await logShows(p, /cancelled\s+counting\/act\s.*not forwarded/);
     release();
+    await until(() => count(log, 'done', 'c') === 1, 'the server to finish the call');
+    await logShows(p, /executed\s+counting\/act.*its client had cancelled/);
+    const [record] = await records(db);
+    expect(record.status).toBe('completed');
     const retry = await p.client.callTool({ name: 'act', arguments: { id: 'c', hold: true } });
+    expect(retry._meta?.[REPLAYED]).toBe(true);
+    expect(text(retry)).toBe('did c (execution 1)');
+    expect(count(log, 'start', 'c')).toBe(1);
+    expect(count(log, 'cancelled', 'c')).toBe(0);
+  });
+
+  it('a client that cancels and leaves: the proxy lets the call finish and records it before it exits', async () => {
+    const { db, log, release } = setup();
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', db, '--', process.execPath, COUNTING], {
+      env: { ...process.env, COUNT_LOG: log },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const send = (m: object) => child.stdin!.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    await lineFrom(child, /"id":1\b/);
+    send({ method: 'notifications/initialized' });
+    send({ id: 2, method: 'tools/call', params: { name: 'act', arguments: { id: 'left', hold: true } } });
+    await until(() => count(log, 'start', 'left') === 1, 'the call to start');
+    send({ method: 'notifications/cancelled', params: { requestId: 2, reason: 'the user closed the window' } });
+    child.stdin!.end();
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    release();
+    await new Promise((r) => child.on('close', r));
+    expect(count(log, 'done', 'left')).toBe(1);
+    expect(count(log, 'cancelled', 'left')).toBe(0);
+    expect(out).not.toMatch(/"id":2\b/); // the client gave up: no answer
+    const [record] = await records(db);
+    expect(record.status).toBe('completed');
+  });
+
+  it('an upstream error after a cancel is recorded as failed, and the retry runs again', async () => {
+    const { db, log, start, release } = setup();
+    const p = await start();
+    const abort = new AbortController();
+    const cancelled = p.client
+      .callTool({ name: 'act', arguments: { id: 'cf', hold: true, fail: true } }, undefined, { signal: abort.signal })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 'cf') === 1, 'the call to start');
+    abort.abort();
+    await cancelled;
+    await logShows(p, /cancelled\s+counting\/act/);
+    release();
+    await logShows(p, /isError\s+counting\/act/);
+    expect((await records(db))[0].status).toBe('failed');
+    await p.client.callTool({ name: 'act', arguments: { id: 'cf', hold: true, fail: true } });
+    expect(count(log, 'start', 'cf')).toBe(2);
+  });
+
+  it('with "cancel": "forward" the server sees the cancel; the outcome is unknown: pending until the lease, then the retry runs', async () => {
+    const { db, dir, log, start, release } = setup();
+    const configFile = join(dir, 'forward.json');
+    writeFileSync(configFile, JSON.stringify({ tools: { act: { cancel: 'forward', lease: '1s' } } }));
+    const p = await start(['--config', configFile]);
+    const abort = new AbortController();
+    const cancelled = p.client
+      .callTool({ name: 'act', arguments: { id: 'fw', hold: true } }, undefined, { signal: abort.signal })
+      .then(() => null, (e: unknown) => e);
+    await until(() => count(log, 'start', 'fw') === 1, 'the call to start');
+    abort.abort('the user pressed stop');
+    expect(await cancelled).not.toBeNull();
+    await until(() => count(log, 'cancelled', 'fw') === 1, 'the server to see the cancellation');
+    await logShows(p, /unknown\s+counting\/act.*pending/);
+    const [record] = await records(db);
+    expect(record.status).toBe('pending');
+    release();
+    // After the lease, the retry takes the call over and runs it again (attempt 2).
+    const retry = await p.client.callTool({ name: 'act', arguments: { id: 'fw', hold: true } });
     expect(retry._meta?.[REPLAYED]).toBeUndefined();
-    expect(count(log, 'start', 'c')).toBe(2);
+    expect(count(log, 'start', 'fw')).toBe(2);
+    const [after] = await records(db);
+    expect(after.status).toBe('completed');
+    expect(after.attempts).toBe(2);
   });
 
   it('a result of several MB is stored and replayed whole', async () => {
@@ -334,6 +522,95 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(again._meta?.[REPLAYED]).toBe(true);
     expect(text(again)).toBe(text(first));
     expect(count(log, 'start', 'big')).toBe(1);
+  });
+
+  it("a result above the SDK's old 10 MB limit goes through, is stored once and replayed whole", async () => {
+    const { dir, log } = setup();
+    // The client must read it too: the SDK client's own default limit is 10 MB.
+    const p = await connect({ flags: ['--db', join(dir, 'store.db')], env: { COUNT_LOG: log }, maxBufferSize: 64 * 1024 * 1024 });
+    open.push(p);
+    const size = 12 * 1024 * 1024;
+    const first = await p.client.callTool({ name: 'act', arguments: { id: 'huge', size } });
+    const again = await p.client.callTool({ name: 'act', arguments: { id: 'huge', size } });
+    expect(text(first).length).toBe(size);
+    expect(again._meta?.[REPLAYED]).toBe(true);
+    expect(text(again).length).toBe(size);
+    expect(count(log, 'start', 'huge')).toBe(1);
+    expect(events(log).filter((e) => e.event === 'up')).toHaveLength(1);
+  });
+
+  it('an answer over --max-message is lost, not the session: a clear error, the record stays pending (never failed), the proxy goes on', async () => {
+    const { db, log, start } = setup(['--max-message', '1mb']);
+    const p = await start();
+    const lost = await p.client
+      .callTool({ name: 'act', arguments: { id: 'over', size: 2 * 1024 * 1024 } })
+      .then(() => null, (e: unknown) => e);
+    expect(lost).toBeInstanceOf(McpError);
+    expect((lost as McpError).code).toBe(-32010);
+    expect((lost as McpError).data).toMatchObject({ 'idempotent-tools': 'OUTCOME_UNKNOWN' });
+    expect((lost as McpError).message).toMatch(/over the proxy's limit of 1\.0 MB.*unknown/);
+    expect(count(log, 'done', 'over')).toBe(1);
+    const [record] = await records(db);
+    expect(record.status).toBe('pending');
+    // A request over the limit from the client is refused before anything runs.
+    const big = await p.client
+      .callTool({ name: 'act', arguments: { id: 'too-big', pad: 'y'.repeat(2 * 1024 * 1024) } })
+      .then(() => null, (e: unknown) => e);
+    expect((big as McpError).code).toBe(-32600);
+    expect((big as McpError).message).toMatch(/from the client, over the proxy's limit of 1\.0 MB per message.*nothing was run/);
+    expect(count(log, 'start', 'too-big')).toBe(0);
+    // The same server and the same proxy go on.
+    expect(text(await p.client.callTool({ name: 'act', arguments: { id: 'after' } }))).toBe('did after (execution 1)');
+    expect(events(log).filter((e) => e.event === 'up')).toHaveLength(1);
+    expect(alive(p.pid)).toBe(true);
+  });
+
+  it('store URLs come from the environment, out of argv; --log names the store in use, its password masked', async () => {
+    const redis = await RedisServer.start(['--requirepass', 'pw-secret']);
+    try {
+      const { dir, log } = setup();
+      const url = `redis://:pw-secret@127.0.0.1:${redis.port}`;
+      const proxy = async (env: Record<string, string>) => {
+        const p = await connect({ flags: [], env: { COUNT_LOG: log, ...env } });
+        open.push(p);
+        return p;
+      };
+      const call = (p: Proxied) => p.client.callTool({ name: 'act', arguments: { id: 'env' } });
+      const a = await proxy({ IDEMPOTENT_TOOLS_REDIS_URL: url, IDEMPOTENT_TOOLS_DB: join(dir, 'a.db') });
+      await logShows(a, new RegExp(`store: Redis redis://:\\*\\*\\*@127\\.0\\.0\\.1:${redis.port}`));
+      await call(a);
+      // Another proxy on the same Redis (another SQLite default) replays: the store is Redis.
+      const b = await proxy({ IDEMPOTENT_TOOLS_REDIS_URL: url, IDEMPOTENT_TOOLS_DB: join(dir, 'b.db') });
+      expect((await call(b))._meta?.[REPLAYED]).toBe(true);
+      expect(count(log, 'start', 'env')).toBe(1);
+      expect(a.stderr() + b.stderr()).not.toContain('pw-secret');
+      // IDEMPOTENT_TOOLS_DB alone: that SQLite file, where this call is new.
+      const c = await proxy({ IDEMPOTENT_TOOLS_DB: join(dir, 'c.db') });
+      await logShows(c, new RegExp(`store: SQLite ${join(dir, 'c.db').replace(/[.\\/]/g, '\\$&')}`));
+      expect((await call(c))._meta?.[REPLAYED]).toBeUndefined();
+      expect(await records(join(dir, 'c.db'))).toHaveLength(1);
+      // Two URLs in the environment and no flag: which one is meant is not guessed.
+      const both = await runNode([CLI, 'mcp', '--', process.execPath, COUNTING], {
+        env: { IDEMPOTENT_TOOLS_REDIS_URL: url, IDEMPOTENT_TOOLS_POSTGRES_URL: 'postgres://u:pw-secret@127.0.0.1/db' },
+      });
+      expect(both.code).toBe(2);
+      expect(both.stderr).toMatch(/both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set/);
+      expect(both.stderr).not.toContain('pw-secret');
+    } finally {
+      await redis.kill();
+    }
+  });
+
+  it('IDEMPOTENT_TOOLS_POSTGRES_URL stands for --postgres', async () => {
+    const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+    const { log } = setup();
+    const p = await connect({ flags: [], env: { COUNT_LOG: log, IDEMPOTENT_TOOLS_POSTGRES_URL: url } });
+    open.push(p);
+    await logShows(p, /store: Postgres postgres:\/\//);
+    const id = `pg-env-${process.pid}-${Date.now()}`;
+    await p.client.callTool({ name: 'act', arguments: { id } });
+    expect((await p.client.callTool({ name: 'act', arguments: { id } }))._meta?.[REPLAYED]).toBe(true);
+    expect(count(log, 'start', id)).toBe(1);
   });
 
   it('--postgres: the Postgres store once the package has one, else a clear refusal', async () => {
@@ -382,6 +659,75 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     ]);
   });
 
+  it('numbers pass exactly both ways (1790000000000000001), and key two distinct numbers as two calls', async () => {
+    const dir = tempDir();
+    const record = join(dir, 'record.txt');
+    const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, RAW], {
+      env: { ...process.env, RECORD: record },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    // Raw lines: a JavaScript client could not even write these numbers.
+    const send = (line: string) => child.stdin!.write(line + '\n');
+    const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
+    send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: init }));
+    await lineFrom(child, /"id":1\b/);
+    send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    const calls = () => (existsSync(record) ? readFileSync(record, 'utf8').trim().split('\n').filter(Boolean) : []);
+    const call = async (id: number, args: string, meta = '') => {
+      send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"act","arguments":${args}${meta}}}`);
+      return lineFrom(child, new RegExp(`"id":${id}\\b`));
+    };
+    // The server gets the number the client sent, and the client the server's.
+    const first = await call(2, '{"order":1790000000000000001,"f":0.1}');
+    expect(calls()).toHaveLength(1);
+    expect(calls()[0]).toContain('"order":1790000000000000001,');
+    expect(first).toContain('"echo":{"order":1790000000000000001,"f":0.1}');
+    expect(first).toContain('"big":1790000000000000003');
+    // Another number is another call; the same number (however written) is a replay, exact.
+    await call(3, '{"order":1790000000000000002,"f":0.1}');
+    expect(calls()).toHaveLength(2);
+    expect(calls()[1]).toContain('"order":1790000000000000002,');
+    const replay = await call(4, '{"order":1.790000000000000001e18,"f":0.1}');
+    expect(calls()).toHaveLength(2);
+    expect(replay).toContain('"idempotent-tools/replayed":true');
+    expect(replay).toContain('"echo":{"order":1790000000000000001,"f":0.1}');
+    expect(replay).toContain('"big":1790000000000000003');
+    // A string that looks like the proxy's own placeholder is refused, never sent as a number.
+    const forged = JSON.parse(await call(5, '{"order":"\\u0000idempotent-tools:number:5"}'));
+    expect(forged.error.code).toBe(-32602);
+    expect(forged.error.message).toMatch(/not passed on/);
+    // A number is no idempotency key, however large.
+    const numberKey = JSON.parse(await call(6, '{"order":7}', ',"_meta":{"idempotencyKey":1790000000000000001}'));
+    expect(numberKey.error.message).toMatch(/idempotencyKey must be a non-empty string \(the call's idempotency key\), not 1790000000000000001/);
+    expect(calls()).toHaveLength(2);
+    child.stdin!.end();
+    await new Promise((r) => child.on('close', r));
+  });
+
+  it('over --url, the numbers of a request reach the server exactly too', async () => {
+    const dir = tempDir();
+    const record = join(dir, 'record.txt');
+    const portFile = join(dir, 'port');
+    const server = spawn(process.execPath, [RAW, 'http'], { env: { ...process.env, RECORD: record, PORT_FILE: portFile }, stdio: 'ignore' });
+    try {
+      await until(() => existsSync(portFile) && readFileSync(portFile, 'utf8').length > 0, 'the HTTP server to listen');
+      const url = `http://127.0.0.1:${readFileSync(portFile, 'utf8')}/mcp`;
+      const child = spawn(process.execPath, [CLI, 'mcp', '--db', join(dir, 'store.db'), '--url', url], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const send = (line: string) => child.stdin!.write(line + '\n');
+      const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } };
+      send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: init }));
+      await lineFrom(child, /"id":1\b/);
+      send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"act","arguments":{"order":1790000000000000001}}}');
+      await lineFrom(child, /"id":2\b/);
+      expect(readFileSync(record, 'utf8')).toContain('"order":1790000000000000001}');
+      child.stdin!.end();
+      await new Promise((r) => child.on('close', r));
+    } finally {
+      server.kill();
+    }
+  });
+
   it('examples/mcp runs offline, and its config files are valid', async () => {
     const example = await runNode(['examples/mcp/index.mjs']);
     expect(example.stderr).toMatch(/replayed\s+email\/send_email/);
@@ -400,6 +746,15 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     }
   });
 
+  it('--log escapes control characters: a tool name or an error cannot drive the terminal', async () => {
+    const { start } = setup();
+    const p = await start();
+    const name = 'act\u001b]0;pwned\u0007\u009b2J';
+    await p.client.callTool({ name, arguments: { id: 'x' } }).catch(() => {});
+    await logShows(p, /counting\/act\\x1b\]0;pwned\\x07\\x9b2J/);
+    expect(p.stderr()).not.toMatch(/[\u001b\u0007\u009b]/);
+  });
+
   it('bad command lines and config files are refused with a clear message', async () => {
     const dir = tempDir();
     const none = await runNode([CLI, 'mcp']);
@@ -416,6 +771,23 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     const two = await runNode([CLI, 'mcp', '--db', join(dir, 'a.db'), '--redis', 'redis://127.0.0.1:1', '--', 'node', COUNTING]);
     expect(two.code).toBe(2);
     expect(two.stderr).toMatch(/give one store, not --db and --redis/);
+    const prefix = await runNode([CLI, 'mcp', '--db', join(dir, 'a.db'), '--prefix', 'p', '--', 'node', COUNTING]);
+    expect(prefix.code).toBe(2);
+    expect(prefix.stderr).toMatch(/--prefix goes with --redis/);
+    const header = await runNode([CLI, 'mcp', '--header', 'Authorization: Bearer x', '--', 'node', COUNTING]);
+    expect(header.code).toBe(2);
+    expect(header.stderr).toMatch(/--header goes with --url/);
+    const badHeader = await runNode([CLI, 'mcp', '--url', 'http://127.0.0.1:1/mcp', '--header', 'no colon']);
+    expect(badHeader.code).toBe(2);
+    expect(badHeader.stderr).toMatch(/--header must be "Name: value"/);
+    const size = await runNode([CLI, 'mcp', '--max-message', 'big', '--', 'node', COUNTING]);
+    expect(size.code).toBe(2);
+    expect(size.stderr).toMatch(/--max-message must be a size of at least 1kb, such as 64mb or 512kb, not "big"/);
+    const cancel = join(dir, 'cancel.json');
+    writeFileSync(cancel, JSON.stringify({ tools: { act: { cancel: 'drop' } } }));
+    const badCancel = await runNode([CLI, 'mcp', '--config', cancel, '--', 'node', COUNTING]);
+    expect(badCancel.code).toBe(2);
+    expect(badCancel.stderr).toMatch(/tools\["act"\]\.cancel must be "finish" or "forward", not "drop"/);
     const missing = await runNode([CLI, 'mcp', '--db', join(dir, 'a.db'), '--', join(dir, 'no-such-server')]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/cannot start the MCP server/);

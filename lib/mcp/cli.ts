@@ -6,15 +6,18 @@
 
 import { parseArgs } from 'node:util';
 
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../index.js';
+import { forTerminal } from '../terminal-text.js';
 import type { Store } from '../index.js';
+import { commandIdentity, urlIdentity } from './identity.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
-import { McpProxy } from './proxy.js';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
+import { GUARD_ERROR, McpProxy } from './proxy.js';
+import { keepPruned } from './retention.js';
+import { downstreamStdio, exactFetch, upstreamStdio } from './stdio.js';
 
 export const MCP_USAGE = `Usage: idempotent-tools mcp [store] [options] -- <command> [args...]
        idempotent-tools mcp [store] [options] --url http://host/mcp
@@ -23,8 +26,12 @@ Runs the MCP server <command> as a child and serves it on stdio, every message f
 with a retry guard on tools/call: a repeat of a side-effecting call within the window
 (same server, tool and arguments, or the same _meta.idempotencyKey) gets the first call's
 stored result instead of running again; a repeat while the first runs waits for it.
+A client's cancel or timeout of a guarded call is not forwarded: the call finishes, its
+result is recorded, and the retry gets it (a config rule "cancel": "forward" forwards it).
 
-Store (default: the SQLite file $IDEMPOTENT_TOOLS_DB, else ~/.idempotent_tools/store.db):
+Store (default: $IDEMPOTENT_TOOLS_REDIS_URL or $IDEMPOTENT_TOOLS_POSTGRES_URL, which keep
+a password out of the process list; else the SQLite file $IDEMPOTENT_TOOLS_DB, else
+~/.idempotent_tools/store.db):
   --db PATH               a SQLite store file
   --redis URL             a Redis store (redis://host:6379/0), shared by many hosts
   --prefix P              the Redis store's key prefix
@@ -35,6 +42,10 @@ Options:
   --window D              how long a repeat counts as a retry (default 10m; 30s, 2h, 1d)
   --config FILE           per-tool rules (JSON; see the README's MCP section)
   --url URL               the upstream server over Streamable HTTP instead of a command
+  --header 'Name: value'  a header sent with every request to --url (repeatable)
+  --max-message SIZE      the largest message read from the server or the client
+                          (default 64mb; 512kb, 1gb): a larger answer is dropped and its
+                          call answered with an error, the session goes on
   --log                   one line per tools/call on stderr: executed, replayed, passed
   -h, --help              this help`;
 
@@ -50,6 +61,8 @@ interface Parsed {
     window?: string;
     config?: string;
     url?: string;
+    header?: string[];
+    'max-message'?: string;
     log?: boolean;
     help?: boolean;
   };
@@ -75,6 +88,8 @@ function parse(argv: string[]): Parsed {
         window: { type: 'string' },
         config: { type: 'string' },
         url: { type: 'string' },
+        header: { type: 'string', multiple: true },
+        'max-message': { type: 'string' },
         log: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -89,33 +104,81 @@ function parse(argv: string[]): Parsed {
   }
   const stores = ['db', 'redis', 'postgres'].filter((s) => values[s as keyof typeof values] !== undefined);
   if (stores.length > 1) throw new UsageError(`give one store, not ${stores.map((s) => `--${s}`).join(' and ')}`);
-  if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
-  if (values.table !== undefined && values.postgres === undefined) throw new UsageError('--table goes with --postgres');
+  if (values.header !== undefined && values.url === undefined) throw new UsageError('--header goes with --url');
   if (values.url !== undefined && command.length > 0) throw new UsageError('give the server as a command after "--" or as --url, not both');
   if (values.url === undefined && command.length === 0) {
     throw new UsageError('no MCP server given: idempotent-tools mcp -- <command> [args...] (or --url URL)');
   }
-  return { values, command };
+  return { values: storeChoice(values), command };
 }
 
-async function openStore(values: Parsed['values']): Promise<Store> {
-  if (values.redis !== undefined) return new pkg.RedisStore({ url: values.redis, prefix: values.prefix });
-  if (values.postgres !== undefined) {
-    // Looked up at run time: PostgresStore is newer than this proxy.
-    const PostgresStore = (pkg as Record<string, unknown>).PostgresStore as (new (o: { url: string; table?: string }) => Store) | undefined;
-    if (typeof PostgresStore !== 'function') {
-      throw new ConfigError('--postgres needs a version of idempotent-tools with PostgresStore, and this one has none; use --db or --redis');
+/** The store the flags name, else the one the environment names (a password in the
+ * client config's `env` block stays out of the process list), else the SQLite file. */
+function storeChoice(values: Parsed['values']): Parsed['values'] {
+  let chosen = values;
+  if (values.db === undefined && values.redis === undefined && values.postgres === undefined) {
+    const redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL || undefined;
+    const postgres = process.env.IDEMPOTENT_TOOLS_POSTGRES_URL || undefined;
+    if (redis !== undefined && postgres !== undefined) {
+      throw new UsageError(
+        'both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres',
+      );
     }
-    return new PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
+    chosen = { ...values, redis, postgres };
+  }
+  if (chosen.prefix !== undefined && chosen.redis === undefined) throw new UsageError('--prefix goes with --redis (or IDEMPOTENT_TOOLS_REDIS_URL)');
+  if (chosen.table !== undefined && chosen.postgres === undefined) throw new UsageError('--table goes with --postgres (or IDEMPOTENT_TOOLS_POSTGRES_URL)');
+  return chosen;
+}
+
+async function openStore(values: Parsed['values']): Promise<{ store: Store; description: string }> {
+  if (values.redis !== undefined) {
+    const store = new pkg.RedisStore({ url: values.redis, prefix: values.prefix });
+    return { store, description: `Redis ${store.path}${values.prefix === undefined ? '' : ` (prefix ${values.prefix})`}` };
+  }
+  if (values.postgres !== undefined) {
+    const store = new pkg.PostgresStore(values.table === undefined ? { url: values.postgres } : { url: values.postgres, table: values.table });
+    return { store, description: `Postgres ${store.path} (table ${store.table})` };
   }
   // Not defaultStore(): that one is scoped to the project of the current folder, and MCP
   // clients start proxies from any folder; every proxy of a server must share its records.
   const store = new pkg.SqliteStore(values.db === undefined ? {} : { path: values.db });
   await store.ready();
-  return store;
+  return { store, description: `SQLite ${store.path}` };
 }
 
-function upstreamFor(parsed: Parsed): { transport: Transport; description: string } {
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+/** `"64mb"`, `"512kb"`, `"1gb"`, `"1000000"` (bytes) → bytes. */
+function parseSize(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$/i.exec(text);
+  const bytes = m === null ? NaN : Math.floor(Number(m[1]) * SIZE_UNITS[(m[2] ?? 'b').toLowerCase()]);
+  if (!(bytes >= 1024)) throw new UsageError(`--max-message must be a size of at least 1kb, such as 64mb or 512kb, not ${JSON.stringify(text)}`);
+  return bytes;
+}
+
+function headersFrom(flags: string[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const flag of flags) {
+    const colon = flag.indexOf(':');
+    const name = colon === -1 ? '' : flag.slice(0, colon).trim();
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+      throw new UsageError(`--header must be "Name: value", such as "Authorization: Bearer <token>", not ${JSON.stringify(flag)}`);
+    }
+    headers[name] = flag.slice(colon + 1).trim();
+  }
+  return headers;
+}
+
+interface Upstream {
+  transport: Transport;
+  /** For messages: the command line or the URL. */
+  description: string;
+  /** For keys: a digest of everything that configures the server (see identity.ts). */
+  id: string;
+}
+
+function upstreamFor(parsed: Parsed, limit: number, log: (line: string) => void): Upstream {
   if (parsed.values.url !== undefined) {
     let url: URL;
     try {
@@ -123,18 +186,30 @@ function upstreamFor(parsed: Parsed): { transport: Transport; description: strin
     } catch {
       throw new UsageError(`--url must be a URL such as http://127.0.0.1:3001/mcp, not ${JSON.stringify(parsed.values.url)}`);
     }
-    return { transport: new StreamableHTTPClientTransport(url), description: url.href };
+    const headers = headersFrom(parsed.values.header ?? []);
+    return {
+      transport: new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: exactFetch }),
+      description: url.href,
+      id: urlIdentity({ url: url.href, headers }),
+    };
   }
   const [command, ...args] = parsed.command;
+  // The whole environment: the server is the user's, configured the way they run it.
+  const env = process.env as Record<string, string>;
   return {
-    // The whole environment: the server is the user's, configured the way they run it.
-    transport: new StdioClientTransport({ command, args, env: process.env as Record<string, string>, stderr: 'inherit' }),
+    transport: upstreamStdio({ command, args, env, stderr: 'inherit' }, limit, log, GUARD_ERROR),
     description: parsed.command.join(' '),
+    id: commandIdentity({ command, args, cwd: process.cwd(), env }),
   };
 }
 
+/** Every line the proxy prints, escaped: tool names, keys and errors are others' text. */
+export function printable(text: string): string {
+  return text.split('\n').map(forTerminal).join('\n');
+}
+
 export async function main(argv: string[]): Promise<number> {
-  const err = (text: string) => process.stderr.write(text + '\n');
+  const err = (text: string) => process.stderr.write(printable(text) + '\n');
   let parsed: Parsed;
   let config;
   try {
@@ -152,35 +227,51 @@ export async function main(argv: string[]): Promise<number> {
   }
 
   let store: Store;
+  let storeDescription: string;
   try {
-    store = await openStore(parsed.values);
+    ({ store, description: storeDescription } = await openStore(parsed.values));
   } catch (e) {
     err(`idempotent-tools mcp: ${(e as Error).message.replace(/^idempotent-tools: /, '')}`);
     return 1;
   }
+  const log = (line: string) => {
+    if (parsed.values.log) err(`idempotent-tools mcp: ${line}`);
+  };
+  log(`store: ${storeDescription}`);
   let upstream;
+  let limit = DEFAULT_MAX_MESSAGE_BYTES;
   try {
-    upstream = upstreamFor(parsed);
+    if (parsed.values['max-message'] !== undefined) limit = parseSize(parsed.values['max-message']);
+    upstream = upstreamFor(parsed, limit, log);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     err(`idempotent-tools mcp: ${e.message}\n\n${MCP_USAGE}`);
     await store.close().catch(() => {});
     return 2;
   }
-  const { transport, description } = upstream;
+  const { transport, description, id } = upstream;
+  log(
+    config.server === undefined
+      ? `server identity: ${id.slice(0, 16)} (a digest of its ${parsed.values.url === undefined ? 'command, arguments, folder and environment' : 'URL and headers'}; the config's "server" names it to share records on purpose)`
+      : `server identity: "${config.server}" (the config's "server")`,
+  );
   const proxy = new McpProxy({
     config,
     store,
     upstreamDescription: description,
+    upstreamId: id,
     log: parsed.values.log ? (line) => err(line) : undefined,
+    print: err,
   });
   try {
-    await proxy.start(transport, new StdioServerTransport());
+    await proxy.start(transport, downstreamStdio(limit, log));
   } catch (e) {
     err(`idempotent-tools mcp: cannot start the MCP server (${description}): ${(e as Error).message}`);
     await store.close().catch(() => {});
     return 1;
   }
+  const stopPruning = keepPruned(store, log);
+  void proxy.done.then(stopPruning);
   // The client closing our stdin is the end of the session: close the server with it.
   process.stdin.once('end', () => void proxy.finish());
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {

@@ -38,12 +38,13 @@ const NO_TIMEOUT = 2_147_483_647;
 
 /**
  * Sends `request` on through `to` and returns its result. The caller's cancellation
- * (`extra.signal`) becomes a `notifications/cancelled` to the other side (request ids are
- * per hop). A progress token travels unchanged (see `McpProxy` for its notifications).
+ * (`signal`) becomes a `notifications/cancelled` to the other side (request ids are per
+ * hop); without a signal, a cancel stays on this side. A progress token travels unchanged
+ * (see `McpProxy` for its notifications).
  */
-export function forward(to: Peer, request: Forwardable, extra: Extra): Promise<Result> {
+export function forward(to: Peer, request: Forwardable, signal: AbortSignal | undefined): Promise<Result> {
   return to.request({ method: request.method, params: request.params }, ResultSchema, {
-    signal: extra.signal,
+    ...(signal === undefined ? {} : { signal }),
     timeout: NO_TIMEOUT,
   });
 }

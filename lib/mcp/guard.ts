@@ -1,13 +1,15 @@
 /**
  * The retry guard on `tools/call`: one `idempotent()` wrapper per tool, whose function
  * forwards the call to the upstream server. A repeat within the window (or under the same
- * client-sent idempotency key) gets the first call's stored `CallToolResult` back.
+ * client-sent idempotency key, in `_meta` or at the config's `keyPath` in the arguments)
+ * gets the first call's stored `CallToolResult` back.
  * Built on the package's public API only.
  */
 
 import { createHash } from 'node:crypto';
 
 import { idempotent, type IdempotentFunction, type Store } from '../index.js';
+import { placeholderNumber } from './exact-numbers.js';
 import type { ToolPolicy } from './policy.js';
 
 export type CallToolResult = Record<string, unknown> & { isError?: boolean; _meta?: Record<string, unknown> };
@@ -33,6 +35,16 @@ export interface CallParams {
 /** A bad `tools/call` (an unusable idempotency key): refused before anything runs. */
 export class BadCall extends Error {}
 
+/** A key is a string, not a number (one a double cannot keep arrives as a placeholder string). */
+function isKeyString(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && placeholderNumber(value) === undefined;
+}
+
+/** A value as the client wrote it. */
+function shown(value: unknown): string {
+  return placeholderNumber(value) ?? JSON.stringify(value);
+}
+
 /** The client's idempotency key for this call, if it sent one. */
 export function clientKey(params: CallParams): string | undefined {
   const candidates: Array<[string, unknown]> = [
@@ -41,12 +53,49 @@ export function clientKey(params: CallParams): string | undefined {
   ];
   for (const [where, value] of candidates) {
     if (value === undefined || value === null) continue;
-    if (typeof value !== 'string' || value.length === 0) {
-      throw new BadCall(`params.${where} must be a non-empty string (the call's idempotency key), not ${JSON.stringify(value)}`);
+    if (!isKeyString(value)) {
+      throw new BadCall(`params.${where} must be a non-empty string (the call's idempotency key), not ${shown(value)}`);
     }
     return value;
   }
   return undefined;
+}
+
+/** `arguments.meta["idempotency-key"]`, for messages. */
+function pathText(path: string[]): string {
+  return `arguments${path.map((p) => (/^[A-Za-z_$][\w$]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join('')}`;
+}
+
+/**
+ * A key carried inside the arguments (commerce protocols: UCP `meta["idempotency-key"]`,
+ * ACP `meta.idempotency_key`), at the config's `keyPath`: the key, and the arguments
+ * without it, which are what the fingerprint covers (the key is not part of what the call
+ * does). Copies along the path only; the arguments forwarded are the client's own.
+ */
+export function keyInArguments(
+  args: Record<string, unknown>,
+  path: string[],
+): { key: string | undefined; rest: Record<string, unknown> } {
+  const parents: Array<Record<string, unknown>> = [];
+  let node: unknown = args;
+  for (const p of path) {
+    if (node === null || typeof node !== 'object' || Array.isArray(node) || !Object.hasOwn(node, p)) return { key: undefined, rest: args };
+    parents.push(node as Record<string, unknown>);
+    node = (node as Record<string, unknown>)[p];
+  }
+  if (node === undefined || node === null) return { key: undefined, rest: args };
+  if (!isKeyString(node)) {
+    throw new BadCall(`${pathText(path)} must be a non-empty string (the call's idempotency key, by the config's keyPath), not ${shown(node)}`);
+  }
+  // Rebuild the path's objects without the key, from the innermost out.
+  let rest: Record<string, unknown> | undefined;
+  for (let i = parents.length - 1; i >= 0; i--) {
+    const copy = { ...parents[i] };
+    if (rest === undefined) delete copy[path[i]];
+    else copy[path[i]] = rest;
+    rest = copy;
+  }
+  return { key: node, rest: rest! };
 }
 
 /** A tool's `isError: true` result under `isError: 'rerun'`: thrown so that the record
@@ -64,6 +113,17 @@ function errorText(result: CallToolResult): string {
   return (text?.text ?? 'the tool returned isError: true').slice(0, 500);
 }
 
+/**
+ * The call went to the server and its answer can no longer be learned: its cancel was
+ * forwarded (the SDK's servers never answer a cancelled request), or the answer was lost
+ * on the way. Named `AbortError` because that is the package's documented sign of an
+ * abort after the function started: the record stays pending, as after a crash, and a
+ * retry runs again only once the lease has run out. Never `failed`: it may have happened.
+ */
+export class OutcomeUnknown extends Error {
+  override readonly name = 'AbortError';
+}
+
 /** One call's way to the upstream server, and whether it was taken. */
 interface Invocation {
   run: () => Promise<CallToolResult>;
@@ -79,7 +139,7 @@ export interface GuardedResult {
 }
 
 export interface Server {
-  /** What identifies the upstream server in derived keys (its name and command, or the config's `server`). */
+  /** What identifies the upstream server in keys: a digest of its configuration (identity.ts), or the config's `server`. */
   id: string;
   /** Its name in records: `<label>/<tool>`. */
   label: string;
@@ -135,9 +195,11 @@ export class RetryGuard {
 
   /** The call under the guard: executed upstream once, replayed from the store after. */
   async call(params: CallParams, policy: ToolPolicy, run: () => Promise<CallToolResult>): Promise<GuardedResult> {
-    const explicit = clientKey(params);
+    const inArguments =
+      policy.keyPath === undefined ? undefined : keyInArguments(params.arguments ?? {}, policy.keyPath);
+    const explicit = clientKey(params) ?? inArguments?.key;
     const wrapped = this.wrapperFor(params.name, policy);
-    const args = params.arguments ?? {};
+    const args = inArguments?.rest ?? params.arguments ?? {};
     const invocation: Invocation = { run, ran: false };
     // A client's key is scoped to this upstream server: two servers behind two proxies
     // on one store never share a client's key.

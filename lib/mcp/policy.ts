@@ -9,6 +9,10 @@ export type OnDuplicate = 'raise' | 'block' | 'retry';
 /** A result with `isError: true`: `'rerun'` records a failure (the next call runs again);
  * `'replay'` records it as the call's outcome (repeats within the window get it back). */
 export type ErrorResults = 'rerun' | 'replay';
+/** A client's cancel of a guarded call (its own timeout included): `'finish'` keeps it from
+ * the server, so the call finishes and its result is recorded for the retry; `'forward'`
+ * passes it on, and the outcome is then unknown, as after a crash. */
+export type CancelPolicy = 'finish' | 'forward';
 
 export interface ToolAnnotations {
   readOnlyHint?: boolean;
@@ -29,6 +33,9 @@ export interface ToolPolicy {
   waitMs: number;
   /** How long a claim lives without renewal (the proxy renews it while the call runs). */
   leaseMs: number;
+  cancel: CancelPolicy;
+  /** Where in the arguments the call's idempotency key sits, if the tool carries one there. */
+  keyPath?: string[];
 }
 
 /** One rule of the config file's `tools` section. */
@@ -39,12 +46,14 @@ interface ToolRule {
   isError?: ErrorResults;
   wait?: number;
   lease?: number;
+  cancel?: CancelPolicy;
+  keyPath?: string[];
 }
 
 export interface ProxyConfig {
   /** The upstream server's identity in keys and names (default: its name and command). */
   server?: string;
-  defaults: Required<Omit<ToolRule, 'guard'>>;
+  defaults: Required<Omit<ToolRule, 'guard' | 'keyPath'>>;
   /** Rules in file order; an exact name wins over globs, then the first matching glob. */
   rules: Array<{ pattern: string; match: (tool: string) => boolean; rule: ToolRule }>;
 }
@@ -55,6 +64,7 @@ export const DEFAULTS = {
   isError: 'rerun' as ErrorResults,
   wait: 10 * 60_000,
   lease: 30_000,
+  cancel: 'finish' as CancelPolicy,
 };
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -78,8 +88,8 @@ function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${body}$`);
 }
 
-const RULE_FIELDS = new Set(['guard', 'window', 'onDuplicate', 'isError', 'wait', 'lease']);
-const TOP_FIELDS = new Set(['server', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'tools']);
+const RULE_FIELDS = new Set(['guard', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'keyPath']);
+const TOP_FIELDS = new Set(['server', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'tools']);
 
 function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & { server?: string; tools?: unknown } {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(`${where} must be an object`);
@@ -110,6 +120,22 @@ function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & 
       throw new ConfigError(`${where}.isError must be "rerun" or "replay", not ${JSON.stringify(o.isError)}`);
     }
     rule.isError = o.isError;
+  }
+  if (o.cancel !== undefined) {
+    if (o.cancel !== 'finish' && o.cancel !== 'forward') {
+      throw new ConfigError(`${where}.cancel must be "finish" or "forward", not ${JSON.stringify(o.cancel)}`);
+    }
+    rule.cancel = o.cancel;
+  }
+  if (o.keyPath !== undefined) {
+    const k = o.keyPath;
+    if (!Array.isArray(k) || k.length === 0 || !k.every((p) => typeof p === 'string' && p.length > 0)) {
+      throw new ConfigError(
+        `${where}.keyPath must be a list of property names, such as ["meta", "idempotency-key"] ` +
+          `(where the key sits in the tool's arguments), not ${JSON.stringify(k)}`,
+      );
+    }
+    rule.keyPath = k as string[];
   }
   if (o.server !== undefined) {
     if (typeof o.server !== 'string' || o.server.length === 0) throw new ConfigError(`${where}.server must be a non-empty string`);
@@ -157,6 +183,7 @@ export function loadConfig(flags: { window?: number; file?: string }): ProxyConf
       isError: top.isError ?? DEFAULTS.isError,
       wait: top.wait ?? DEFAULTS.wait,
       lease: top.lease ?? DEFAULTS.lease,
+      cancel: top.cancel ?? DEFAULTS.cancel,
     },
     rules,
   };
@@ -200,5 +227,7 @@ export function policyFor(config: ProxyConfig, tool: string, annotations: ToolAn
     errorResults: rule.isError ?? d.isError,
     waitMs: rule.wait ?? d.wait,
     leaseMs: rule.lease ?? d.lease,
+    cancel: rule.cancel ?? d.cancel,
+    ...(rule.keyPath === undefined ? {} : { keyPath: rule.keyPath }),
   };
 }

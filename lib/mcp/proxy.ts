@@ -10,20 +10,29 @@ import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import type { Store } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
-import { BadCall, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
+import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
+import { sendGuarded } from './send.js';
 
-/** Errors of the retry guard itself (store down, a key reused for other arguments, ...). */
-const GUARD_ERROR = -32050;
+/**
+ * Errors of the retry guard itself (store down, a key reused for other arguments, ...),
+ * told apart by `data["idempotent-tools"]`. In JSON-RPC's implementation-defined range,
+ * outside the -32020..-32099 that MCP (2026-07-28) reserves for itself; it was -32050.
+ */
+export const GUARD_ERROR = -32010;
 
 export interface ProxyOptions {
   config: ProxyConfig;
   store: Store;
-  /** The upstream server as the user gave it (`npx some-server --flag`, or a URL): for
-   * messages, and part of the server's identity in keys. */
+  /** The upstream server as the user gave it (`npx some-server --flag`, or a URL): for messages. */
   upstreamDescription: string;
+  /** The upstream server's identity in keys, unless the config names it: a digest of its
+   * command, arguments, working directory and environment, or of its URL and headers. */
+  upstreamId: string;
   /** `--log`: one line per `tools/call` on stderr. */
   log?: (line: string) => void;
+  /** What must reach stderr whatever `--log` says (the server going away); escaped there. */
+  print?: (line: string) => void;
 }
 
 export class McpProxy {
@@ -39,6 +48,8 @@ export class McpProxy {
   private closing = false;
   /** The work of every request being handled (a call's record is written by its end). */
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Of those, the guarded calls sent to the server (not the duplicates waiting for one). */
+  private readonly sentCalls = new Set<Promise<unknown>>();
   private goneError!: (err: WireError) => void;
   /** Rejects once the server is gone, so that every request still waiting is answered. */
   private readonly whenGone = new Promise<never>((_, reject) => (this.goneError = reject));
@@ -61,7 +72,7 @@ export class McpProxy {
       await this.server.notification(n).catch(() => {});
     };
     this.server.fallbackRequestHandler = (request, extra) =>
-      this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra));
+      this.wire(() => forward(this.client, { method: request.method, params: request.params }, extra.signal));
     this.server.fallbackNotificationHandler = async (n) => {
       await null; // in order with requests, as above
       if (n.method === 'notifications/tools/list_changed') this.forgetTools();
@@ -94,7 +105,9 @@ export class McpProxy {
 
   private identity(): Server {
     const label = this.options.config.server ?? this.serverInfo?.name ?? this.options.upstreamDescription.split(' ')[0];
-    const id = this.options.config.server ?? JSON.stringify([this.serverInfo?.name ?? null, this.options.upstreamDescription]);
+    // A config's `server` is a name to share records under on purpose; without it, every
+    // configuration of the server is a server of its own.
+    const id = this.options.config.server === undefined ? this.options.upstreamId : this.options.config.server;
     return { id, label };
   }
 
@@ -119,6 +132,9 @@ export class McpProxy {
       }
       if (err instanceof McpError) throw relayed(err);
       if (err instanceof BadCall) throw new WireError(ErrorCode.InvalidParams, `idempotent-tools mcp: ${err.message}`);
+      if (err instanceof OutcomeUnknown) {
+        throw new WireError(GUARD_ERROR, `idempotent-tools mcp: ${err.message}`, { 'idempotent-tools': 'OUTCOME_UNKNOWN' });
+      }
       const code = (err as { code?: unknown }).code;
       if (typeof code === 'string' && err instanceof Error) {
         // The package's errors (StoreError, KeyMismatchError, InFlightTimeoutError, ...).
@@ -134,7 +150,7 @@ export class McpProxy {
   private async fromClient(request: Forwardable, extra: Extra) {
     return this.wire(async () => {
       if (request.method === 'tools/call') return this.callTool(request, extra);
-      const result = await forward(this.server, request, extra);
+      const result = await forward(this.server, request, extra.signal);
       if (request.method === 'initialize') this.initialized(result);
       if (request.method === 'tools/list') this.learnTools(result);
       return result;
@@ -161,14 +177,16 @@ export class McpProxy {
 
   /** A tool's annotations; asks the server for its list when the client has not (or the
    * list changed since). */
-  private async annotations(name: string, signal: AbortSignal): Promise<ToolAnnotations | undefined> {
+  private async annotations(name: string): Promise<ToolAnnotations | undefined> {
     if (!this.tools.has(name) && !this.toolsComplete) {
       let cursor: string | undefined;
       do {
+        // Not cut short by the client's cancel: whether the tool is guarded decides what
+        // a cancel means for its call, so a call that reached the proxy is decided the same
+        // way whenever its client gives up.
         const page = await this.server.request(
           { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
           ResultSchema,
-          { signal },
         );
         this.learnTools(page);
         cursor = typeof page.nextCursor === 'string' ? page.nextCursor : undefined;
@@ -184,29 +202,70 @@ export class McpProxy {
       throw new WireError(ErrorCode.InvalidParams, 'idempotent-tools mcp: tools/call needs params.name, the tool\'s name');
     }
     const started = performance.now();
-    const policy = policyFor(this.options.config, params.name, await this.annotations(params.name, extra.signal));
-    const run = async () => {
-      // A duplicate whose own client gave up while it waited does not start the call.
-      extra.signal.throwIfAborted();
-      return (await forward(this.server, request, extra)) as CallToolResult;
-    };
+    const policy = policyFor(this.options.config, params.name, await this.annotations(params.name));
     const label = `${this.identity().label}/${params.name}`;
     const ms = () => `${Math.round(performance.now() - started)}ms`;
-    let outcome;
-    try {
-      if (!policy.guard) {
-        const result = await run();
+    if (!policy.guard) {
+      // Nothing is recorded: a cancel goes on to the server as it would without the proxy.
+      try {
+        const result = (await forward(this.server, request, extra.signal)) as CallToolResult;
         this.log(`passed    ${label}  (${policy.reason})  ${ms()}`);
         return result;
+      } catch (err) {
+        this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
+        throw err;
       }
-      outcome = await this.guard.call(params, policy, run);
+    }
+    const forwardCancel = policy.cancel === 'forward';
+    // The SDK sends no answer to a request its client cancelled: the client gave up. What
+    // the proxy does is for the record, and so for the retry.
+    const onCancel = () =>
+      this.log(
+        `cancelled ${label}  by the client: ` +
+          (forwardCancel
+            ? 'forwarded to the server ("cancel": "forward")'
+            : 'not forwarded; the call goes on, and its result is recorded for the retry'),
+      );
+    extra.signal.addEventListener('abort', onCancel, { once: true });
+    // Set once the guard runs the call here: from then on, its whole guarded call (the
+    // record written after the answer included) is what a shutdown waits for.
+    let guarded: Promise<unknown> | undefined;
+    const sent = (): Promise<CallToolResult> => {
+      if (guarded !== undefined) {
+        const whole = guarded;
+        this.sentCalls.add(whole);
+        const settle = () => void this.sentCalls.delete(whole);
+        whole.then(settle, settle);
+      }
+      return sendGuarded({
+        server: this.server,
+        request,
+        signal: extra.signal,
+        cancel: policy.cancel,
+        label,
+        leaseMs: policy.leaseMs,
+        serverGone: () => this.gone !== undefined || this.closing,
+      });
+    };
+    let outcome;
+    try {
+      // `sent` runs only after the guard has claimed the key in the store, so after this.
+      const whole = this.guard.call(params, policy, sent);
+      guarded = whole;
+      outcome = await whole;
     } catch (err) {
-      this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
+      if (err instanceof OutcomeUnknown) this.log(`unknown   ${label}  ${err.message}  ${ms()}`);
+      else this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
       throw err;
+    } finally {
+      extra.signal.removeEventListener('abort', onCancel);
     }
     const what = outcome.outcome === 'failed' ? 'isError  ' : outcome.outcome.padEnd(9);
-    const note = outcome.outcome === 'failed' ? '  (recorded as failed: a retry runs again)' : '';
-    this.log(`${what} ${label}  key=${outcome.key.slice(0, 16)}  ${ms()}${note}`);
+    const notes = [
+      outcome.outcome === 'failed' ? '(recorded as failed: a retry runs again)' : '',
+      extra.signal.aborted ? '(its client had cancelled: no answer sent; the retry gets this result)' : '',
+    ].filter((n) => n.length > 0);
+    this.log(`${what} ${label}  key=${outcome.key.slice(0, 16)}  ${ms()}${notes.map((n) => `  ${n}`).join('')}`);
     return outcome.result;
   }
 
@@ -216,7 +275,7 @@ export class McpProxy {
       `idempotent-tools mcp: the MCP server (${this.options.upstreamDescription}) exited or closed its connection; ` +
       'a call it was running may or may not have taken effect (see its stderr in the client\'s log). ' +
       'Restart the server to go on.';
-    process.stderr.write(`${this.gone}\n`);
+    (this.options.print ?? ((line: string) => process.stderr.write(`${line}\n`)))(this.gone);
     this.goneError(new WireError(ErrorCode.ConnectionClosed, this.gone));
     void this.shutdown(1);
   }
@@ -234,12 +293,13 @@ export class McpProxy {
   async shutdown(code: number): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    // In-flight calls end when the server goes (each records its failure); wait for them
-    // so that no record is left half-written.
+    // In-flight calls end when the server goes (their outcome unknown: each leaves its
+    // record pending); wait for them so that no record is left half-written.
     await this.server.close().catch(() => {});
-    // Calls that were running fail at once when the server goes, and record it; a
-    // duplicate still waiting for a call in another proxy is not worth a hang.
-    await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => setTimeout(r, 5000).unref())]);
+    // Calls that were running end at once when the server goes (their records stay
+    // pending: the outcome is unknown); a duplicate still waiting for a call, here or in
+    // another proxy, waits for a record that nothing here will settle now: not worth a hang.
+    await Promise.race([Promise.allSettled([...this.sentCalls]), new Promise((r) => setTimeout(r, 5000).unref())]);
     // Their answers are written in the turn after they settle: let them out first.
     await new Promise((resolve) => setImmediate(resolve));
     await this.client.close().catch(() => {});
