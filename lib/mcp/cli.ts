@@ -124,7 +124,10 @@ function storeChoice(values: Parsed['values']): Parsed['values'] {
         'both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres',
       );
     }
-    chosen = { ...values, redis, postgres };
+    // With the same prefix and table variables as the library's defaultStore() and the CLI.
+    const prefix = values.prefix ?? (redis !== undefined ? process.env.IDEMPOTENT_TOOLS_REDIS_PREFIX || undefined : undefined);
+    const table = values.table ?? (postgres !== undefined ? process.env.IDEMPOTENT_TOOLS_POSTGRES_TABLE || undefined : undefined);
+    chosen = { ...values, redis, postgres, prefix, table };
   }
   if (chosen.prefix !== undefined && chosen.redis === undefined) throw new UsageError('--prefix goes with --redis (or IDEMPOTENT_TOOLS_REDIS_URL)');
   if (chosen.table !== undefined && chosen.postgres === undefined) throw new UsageError('--table goes with --postgres (or IDEMPOTENT_TOOLS_POSTGRES_URL)');
