@@ -87,3 +87,45 @@ describe('serveInspector', () => {
     expect(await store.get(done.key)).toBeNull();
   });
 });
+
+describe('serveInspector({ token }) (issue 21 item 4)', () => {
+  // Before: every one of these was accepted; '' opened the page with ?token=.
+  it.each([
+    ['an empty token', ''],
+    ['a short token', 'abc123'],
+    ['15 characters', 'a'.repeat(15)],
+    ['a token with $&', `${'a'.repeat(16)}$&`],
+    ['a token with a quote and <', `${'a'.repeat(16)}"><script>`],
+    ['a token with a space', `${'a'.repeat(16)} b`],
+    ['a token with non-ASCII letters', `${'a'.repeat(16)}é`],
+    ['a number', 1234567890123456789 as never],
+  ])('refuses %s with a TypeError naming the option', async (_, token) => {
+    const err = await ui.serveInspector({ store, token }).then(
+      (i) => i.close().then(() => undefined),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(TypeError);
+    expect((err as Error).message).toMatch(/serveInspector: token must be at least 16 URL-safe characters \(A-Z, a-z, 0-9, _ and -\)/);
+  });
+
+  it('checks its other options, naming the one that is wrong', async () => {
+    await expect(ui.serveInspector({ store, port: 70000 })).rejects.toThrow(/serveInspector: port must be an integer/);
+    await expect(ui.serveInspector({ store, tokn: 'x' } as never)).rejects.toThrow(/unknown option "tokn"/);
+    await expect(ui.serveInspector({ store: {} as never })).rejects.toThrow(/serveInspector: store must be a store/);
+    await expect(ui.serveInspector({ store, liveEvents: 'no' as never })).rejects.toThrow(TypeError);
+  });
+
+  it('takes a URL-safe token of 16 characters or more, and writes it into the page as given', async () => {
+    const token = 'Ab0_-'.repeat(4); // "$&" cannot appear: the page is built without replacement patterns
+    const mine = await ui.serveInspector({ store, token });
+    try {
+      expect(mine.token).toBe(token);
+      expect(mine.url).toBe(`http://127.0.0.1:${mine.port}/?token=${token}`);
+      const page = await (await fetch(mine.url)).text();
+      expect(page).toContain(`<meta name="inspector-token" content="${token}">`);
+      expect(page).not.toContain('__TOKEN__');
+    } finally {
+      await mine.close();
+    }
+  });
+});
