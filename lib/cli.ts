@@ -15,6 +15,7 @@ import { projectNamespace } from './project.js';
 import { QueryError, parseQuery } from './record-query.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
 import type { Store } from './store.js';
+import { forTerminal as t } from './terminal-text.js';
 
 const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL | --postgres URL] <command> [options]
 
@@ -195,7 +196,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
   const { store, where } = await openStore(values, command);
   let key = values.key;
   const json = values.json === true;
-  const missing = () => new Refusal(`no record with key ${key} in ${where}`);
+  const missing = () => new Refusal(`no record with key ${t(key!)} in ${t(where)}`);
   try {
     switch (command) {
       case 'inspect': {
@@ -214,7 +215,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         if (key !== undefined) {
           key = (await recordByKey(store, where, key)).key;
           if ((await store.clear(key)) === 0) throw missing();
-          out(json ? JSON.stringify({ deleted: 1 }) : `Deleted the record ${key}.`);
+          out(json ? JSON.stringify({ deleted: 1 }) : `Deleted the record ${t(key)}.`);
           return;
         }
         if (!values.yes) {
@@ -224,7 +225,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
           // Counted as clear() deletes: expired records that still exist included.
           const s = store.stats ? await store.stats() : undefined;
           const count = s ? s.pending + s.completed + s.failed + s.expired : (await store.listRecords()).length;
-          if (!(await confirm(`Delete all ${count} records in ${where}? [y/N] `))) {
+          if (!(await confirm(`Delete all ${count} records in ${t(where)}? [y/N] `))) {
             out(json ? JSON.stringify({ deleted: 0 }) : 'Nothing deleted.');
             return;
           }
@@ -238,9 +239,9 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         if (!(await store.release!(key))) {
           const r = await store.get(key!);
           if (r === null) throw missing();
-          throw new Refusal(`the record ${key} is ${r.status}, not pending: there is nothing to release`);
+          throw new Refusal(`the record ${t(key)} is ${r.status}, not pending: there is nothing to release`);
         }
-        out(json ? JSON.stringify({ released: key }) : `Released ${key}: the next call with this key runs again.`);
+        out(json ? JSON.stringify({ released: key }) : `Released ${t(key)}: the next call with this key runs again.`);
         return;
       }
       case 'prune': {
@@ -250,7 +251,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
       }
       case 'migrate': {
         const created = await store.migrate!();
-        out(json ? JSON.stringify({ created }) : created ? `Created ${where}.` : `${where} is there and up to date.`);
+        out(json ? JSON.stringify({ created }) : created ? `Created ${t(where)}.` : `${t(where)} is there and up to date.`);
         return;
       }
       case 'stats': {
@@ -262,7 +263,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
           const size = s.sizeBytes === null ? 'unknown' : `${(s.sizeBytes / 1024).toFixed(1)} KiB`;
           out(
             [
-              `store      ${where}`,
+              `store      ${t(where)}`,
               `completed  ${s.completed}`,
               `pending    ${s.pending} (oldest: ${oldest})`,
               `failed     ${s.failed}`,
@@ -283,11 +284,23 @@ function version(): string {
   return JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')).version;
 }
 
+/**
+ * The last guard on the way to the terminal: any control character still raw (other than
+ * the line breaks the CLI writes) is written as `\xNN`. Text from records is escaped
+ * field by field before (`forTerminal`, which also escapes their line breaks); this catches
+ * what else reaches a message (a path, a store's error). Backslashes are left alone, so
+ * text escaped before passes unchanged.
+ */
+function rawControlsEscaped(text: string): string {
+  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 export async function main(argv: string[]): Promise<number> {
   // A program of its own on top of the library; loaded only when asked for.
   if (argv[0] === 'mcp') return (await import('./mcp/cli.js')).main(argv.slice(1));
-  const out = (text: string) => process.stdout.write(text + '\n');
-  const err = (text: string) => process.stderr.write(text + '\n');
+  let exact = false; // --json and --jsonl: stdout is machine-readable, written exactly
+  const out = (text: string) => process.stdout.write((exact ? text : rawControlsEscaped(text)) + '\n');
+  const err = (text: string) => process.stderr.write(rawControlsEscaped(text) + '\n');
   let parsed;
   try {
     parsed = parse(argv);
@@ -296,6 +309,7 @@ export async function main(argv: string[]): Promise<number> {
     err(`idempotent-tools: ${e.message}\n\n${USAGE}`);
     return 2;
   }
+  exact = parsed.values.json === true || parsed.values.jsonl === true;
   if (parsed.values.help) {
     out(USAGE);
     return 0;
@@ -327,7 +341,7 @@ if (require.main === module) {
       process.exitCode = code;
     },
     (e) => {
-      process.stderr.write(`idempotent-tools: unexpected error: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.stderr.write(`idempotent-tools: unexpected error: ${rawControlsEscaped(e instanceof Error ? e.message : String(e))}\n`);
       process.exitCode = 1;
     },
   );

@@ -2,6 +2,7 @@
 
 import { type RecordQuery, matches } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
+import { forTerminal } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { followLine } from './format.js';
 
@@ -27,7 +28,7 @@ export async function follow(store: Store, where: string, o: FollowOptions): Pro
   const list = () => store.listRecords(query.status === undefined ? {} : { status: query.status });
   const seen = new Map<string, string>();
   for (const r of await list()) seen.set(r.key, state(r));
-  o.ready(`Following ${where} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
+  o.ready(`Following ${forTerminal(where)} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
   while (!o.stop.aborted) {
     await o.changes.next(o.stop);
     if (o.stop.aborted) break;

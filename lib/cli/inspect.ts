@@ -2,6 +2,7 @@
 
 import { type RecordQuery, findByKey, queryRecords } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
+import { forTerminal as t } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { candidates, detail, table } from './format.js';
 import { follow } from './follow.js';
@@ -16,7 +17,7 @@ export async function recordByKey(store: Store, where: string, key: string): Pro
   const found = await findByKey(store, key);
   if ('found' in found) return found.found;
   if ('ambiguous' in found) throw new InspectRefusal(candidates(key, found.ambiguous));
-  throw new InspectRefusal(`no record with key ${key} in ${where}`);
+  throw new InspectRefusal(`no record with key ${t(key)} in ${t(where)}`);
 }
 
 export interface InspectOptions {
@@ -60,7 +61,7 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
   }
   if (records.length === 0) {
     const filtered = Object.values(query).some((v) => v !== undefined);
-    out(filtered ? `No records match in ${where}.` : `No records in ${where}.`);
+    out(filtered ? `No records match in ${t(where)}.` : `No records in ${t(where)}.`);
     return;
   }
   out(table(records));
