@@ -15,6 +15,8 @@ export interface RunningCall {
   /** The call's options that steps inherit. */
   leaseMs: number;
   ttlMs: number | undefined;
+  /** The call's `maxResultBytes`, which its steps' results are held to (default: the default limit). */
+  maxResultBytes?: number;
 }
 
 export const running = new AsyncLocalStorage<RunningCall>();

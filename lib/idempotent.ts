@@ -6,6 +6,7 @@
 import { withArgsPreview } from './args-preview.js';
 import { running } from './call-context.js';
 import { Unencodable, canonicalArgsJson, canonicalJson, resultJson as encodeResult } from './canonical.js';
+import { checkArgsSize, checkKeySize, resultTooLarge } from './limits.js';
 import { classifyThrown } from './control-flow.js';
 import {
   DuplicateInFlightError,
@@ -109,6 +110,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     key = c.key(...args);
     checkKey(key, 'the "key" option\'s return value');
   }
+  if (key !== undefined) checkKeySize(key, c.limits, c.name);
   const payload = c.payload !== undefined ? c.payload(...args) : trimmed(args);
   if (key !== undefined) {
     // An explicit key is often given because the arguments are not data; then the
@@ -119,6 +121,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     } catch (err) {
       if (!(err instanceof Unencodable)) throw err;
     }
+    if (payloadJson !== null) checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
     return { key, fingerprint: native.fingerprint(c.name, payloadJson) };
   }
   if (payload === undefined) {
@@ -129,6 +132,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     c.payload !== undefined
       ? encodeOrThrow(payload, canonicalJson, 'payload', c.name)
       : encodeOrThrow(payload as unknown[], canonicalArgsJson, 'args', c.name);
+  checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
   let contextJson: string | null = null;
   if (c.context !== undefined) {
     const context = c.context(...args);
@@ -138,6 +142,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
       throw new TypeError(`idempotent-tools: the "context" option of "${c.name}" returned undefined; return the scope of the call (a thread or run id)`);
     }
     contextJson = encodeOrThrow(context, canonicalJson, 'context', c.name);
+    checkArgsSize(contextJson, c.limits, c.name, 'context');
   }
   const both = native.callHashes(c.name, contextJson, payloadJson);
   return { key: both.slice(64), fingerprint: both.slice(0, 64) };
@@ -293,7 +298,7 @@ async function execute<A extends unknown[], R>(
 
     let value: Awaited<R>;
     try {
-      value = await running.run({ key, name: c.name, store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () => fn(...args));
+      value = await running.run({ key, name: c.name, store, leaseMs: c.leaseMs, ttlMs: c.ttlMs, maxResultBytes: c.limits.maxResultBytes }, () => fn(...args));
     } catch (thrown) {
       await settleThrown(call, lease, token, attempts, thrown, durationMs);
       throw thrown;
@@ -330,6 +335,17 @@ async function record<A extends unknown[], R>(
           `idempotent-tools: "${c.name}" ran, but its result cannot be stored: ${err.pathFrom('result')} is ${err.what}. ` +
           'The call is recorded as completed and will not run again; return JSON data from the function ' +
           '(and clear this key to run it again)',
+      };
+    }
+    const tooLarge = resultJson === undefined ? undefined : resultTooLarge(resultJson, c.limits.maxResultBytes);
+    if (tooLarge !== undefined) {
+      resultJson = undefined;
+      unstorable = {
+        name: 'TypeError',
+        message:
+          `idempotent-tools: "${c.name}" ran, but its result cannot be stored: ${tooLarge}. ` +
+          'The call is recorded as completed and will not run again; return less from the function, or raise ' +
+          'maxResultBytes (and clear this key to run it again)',
       };
     }
   }
@@ -415,7 +431,7 @@ async function askReconcile<A extends unknown[], R>(
   const { c, key, args } = call;
   let outcome: ReconcileOutcome;
   try {
-    outcome = await running.run({ key, name: c.name, store: call.store, leaseMs: c.leaseMs, ttlMs: c.ttlMs }, () =>
+    outcome = await running.run({ key, name: c.name, store: call.store, leaseMs: c.leaseMs, ttlMs: c.ttlMs, maxResultBytes: c.limits.maxResultBytes }, () =>
       c.reconcile!({ key, name: c.name, args, attempts }),
     );
     if (outcome === null || typeof outcome !== 'object' || typeof outcome.happened !== 'boolean') {

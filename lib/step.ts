@@ -16,6 +16,7 @@ import { Unencodable, canonicalJson, resultJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
 import { KeyMismatchError, StoreError, asStoreError } from './errors.js';
 import { type Lease, keepLease } from './lease.js';
+import { DEFAULT_LIMITS, resultTooLarge } from './limits.js';
 import * as native from './native.js';
 import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -185,6 +186,16 @@ async function execute<T>(call: RunningCall, self: { key: string; name: string }
         message:
           `idempotent-tools: step ${name} ran, but its result cannot be stored: ${err.pathFrom('result')} is ${err.what}. ` +
           'The step is recorded as completed and will not run again; return JSON data from the step',
+      };
+    }
+    const tooLarge = resultJson === undefined ? undefined : resultTooLarge(resultJson, call.maxResultBytes ?? DEFAULT_LIMITS.maxResultBytes);
+    if (tooLarge !== undefined) {
+      resultJson = undefined;
+      unstorable = {
+        name: 'TypeError',
+        message:
+          `idempotent-tools: step ${name} ran, but its result cannot be stored: ${tooLarge}. ` +
+          'The step is recorded as completed and will not run again; return less from the step, or raise the call\'s maxResultBytes',
       };
     }
   }
