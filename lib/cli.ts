@@ -150,7 +150,18 @@ function parse(argv: string[]) {
 
 type Values = ReturnType<typeof parse>['values'];
 
-async function openStore(values: Values, command: string): Promise<{ store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> }; where: string }> {
+/** How expired records leave a store: said by `stats`, and by `inspect` when some are still there. */
+interface Retention {
+  summary: string;
+  advice: (count: number) => string;
+}
+
+const PRUNE_BY_HAND: Retention = {
+  summary: 'expired records stay until: idempotent-tools prune',
+  advice: (n) => `delete ${n === 1 ? 'it' : 'them'} with: idempotent-tools prune`,
+};
+
+async function openStore(values: Values, command: string): Promise<{ store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> }; where: string; retention: Retention }> {
   if (values.redis !== undefined) {
     // Loaded only when asked for, so the SQLite path never touches Redis code.
     const { RedisStore } = await import('./redis-store.js');
@@ -160,14 +171,18 @@ async function openStore(values: Values, command: string): Promise<{ store: Stor
     } catch (e) {
       throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
     }
-    return { store, where: store.path };
+    const retention: Retention = {
+      summary: 'Redis deletes expired records itself (each record has an expiry)',
+      advice: () => 'Redis deletes them at their expiry',
+    };
+    return { store, where: store.path, retention };
   }
   if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
     const { PostgresStore } = await import('./postgres-store.js');
     const url = values.postgres ?? process.env.DATABASE_URL;
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
     const store = new PostgresStore({ url, table: values.table, createTable: false });
-    return { store, where: `${store.path} table ${store.table}` };
+    return { store, where: `${store.path} table ${store.table}`, retention: PRUNE_BY_HAND };
   }
   const path = values.db ?? defaultStorePath();
   if (!existsSync(path)) {
@@ -178,7 +193,11 @@ async function openStore(values: Values, command: string): Promise<{ store: Stor
   const project = values.project ?? (values.db === undefined ? projectNamespace() : undefined);
   const store = new SqliteStore(project === undefined ? { path, allNamespaces: true } : { path, namespace: project });
   await store.ready();
-  return { store, where: store.path };
+  const retention: Retention = {
+    summary: 'expired records are deleted when a store opens, and every minute while one is open',
+    advice: (n) => `an open store deletes ${n === 1 ? 'it' : 'them'} within a minute, or now: idempotent-tools prune`,
+  };
+  return { store, where: store.path, retention };
 }
 
 async function confirm(question: string): Promise<boolean> {
@@ -193,7 +212,7 @@ async function confirm(question: string): Promise<boolean> {
 async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void, err: (text: string) => void): Promise<void> {
   const { values, query } = parsed;
   const command = parsed.command!;
-  const { store, where } = await openStore(values, command);
+  const { store, where, retention } = await openStore(values, command);
   let key = values.key;
   const json = values.json === true;
   const missing = () => new Refusal(`no record with key ${t(key!)} in ${t(where)}`);
@@ -204,7 +223,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         const follow = values.follow
           ? () => (store instanceof SqliteStore ? sqliteChanges(store.path) : Promise.resolve(pollChanges()))
           : undefined;
-        await inspect(store, where, { query: query!, mode, out, err, follow });
+        await inspect(store, where, { query: query!, mode, out, err, follow, expiredAdvice: retention.advice });
         return;
       }
       case 'ui': {
@@ -261,13 +280,16 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         } else {
           const oldest = s.oldestPendingAt === null ? 'none' : `${age(Date.now() - s.oldestPendingAt)} old`;
           const size = s.sizeBytes === null ? 'unknown' : `${(s.sizeBytes / 1024).toFixed(1)} KiB`;
+          const kept = s.pending + s.completed + s.failed + s.expired;
           out(
             [
               `store      ${t(where)}`,
+              `kept       ${kept} record${kept === 1 ? '' : 's'} (${s.completed} completed, ${s.pending} pending, ${s.failed} failed; ${s.expired} expired, not yet deleted)`,
               `completed  ${s.completed}`,
               `pending    ${s.pending} (oldest: ${oldest})`,
               `failed     ${s.failed}`,
               `expired    ${s.expired} (delete them with: idempotent-tools prune)`,
+              `retention  ${retention.summary}`,
               `size       ${size}`,
             ].join('\n'),
           );

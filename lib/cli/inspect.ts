@@ -27,6 +27,17 @@ export interface InspectOptions {
   err: (text: string) => void;
   /** For `--follow`: how to learn of changes (opened on demand). */
   follow?: () => Promise<ChangeSignal>;
+  /** How expired records leave this store, said after the table when some are still there ("delete it with: …"). */
+  expiredAdvice?: (count: number) => string;
+}
+
+/** After the table: expired records are hidden from it, so say how many the store still holds. */
+async function noteExpired(store: Store, where: string, o: InspectOptions): Promise<void> {
+  if (store.stats === undefined || o.expiredAdvice === undefined) return;
+  const { expired } = await store.stats();
+  if (expired === 0) return;
+  const are = expired === 1 ? '1 expired record is' : `${expired} expired records are`;
+  o.err(`(${are} still in ${t(where)}: hidden from calls and from this list; ${o.expiredAdvice(expired)})`);
 }
 
 export async function inspect(store: Store, where: string, o: InspectOptions): Promise<void> {
@@ -62,8 +73,9 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
   if (records.length === 0) {
     const filtered = Object.values(query).some((v) => v !== undefined);
     out(filtered ? `No records match in ${t(where)}.` : `No records in ${t(where)}.`);
-    return;
+    return noteExpired(store, where, o);
   }
   out(table(records));
   if (matched > records.length) o.err(`(${records.length} of ${matched} matching records shown; raise --limit to see more)`);
+  await noteExpired(store, where, o);
 }

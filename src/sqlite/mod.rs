@@ -15,6 +15,7 @@ mod open;
 mod permissions;
 mod queries;
 mod replies;
+mod retention;
 mod schema;
 mod watch;
 mod writer;
@@ -53,6 +54,8 @@ pub struct SqliteOptions {
     /// Every project's records, for inspection: reads, `clear` and `release` see them
     /// all; calls (`acquire` and the rest) are refused.
     pub all_namespaces: Option<bool>,
+    /// How often expired records are deleted (see `retention.rs`); default 60000.
+    pub prune_interval_ms: Option<f64>,
 }
 
 /// A read connection and the writer generation it was opened in.
@@ -123,6 +126,14 @@ fn open_store(options: SqliteOptions) -> StoreResult<Open> {
     });
     let label = file.label();
     let opened = file.open_writer()?;
+    let retention = retention::Retention {
+        interval: options
+            .prune_interval_ms
+            .map(|ms| Duration::from_millis(ms.max(1.0) as u64))
+            .unwrap_or(retention::DEFAULT_PRUNE_INTERVAL),
+    };
+    // The first pass, before the store is handed out; the writer thread does the rest.
+    retention.pass(&opened.0);
     let reader = file.open_reader(file.settings.busy_timeout)?;
     let peek = file.open_reader(Duration::ZERO)?;
     let generation = Arc::new(AtomicU64::new(0));
@@ -135,6 +146,7 @@ fn open_store(options: SqliteOptions) -> StoreResult<Open> {
         generation.clone(),
         move |e| StoreFailure::at(&writer_label, "store write failed", open::describe(e)),
         Arc::new(move || flushing.flush()),
+        retention,
     )?;
     Ok(Open {
         label,

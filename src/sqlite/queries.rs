@@ -277,13 +277,15 @@ pub fn clear(conn: &Connection, scope: &Scope, key: Option<&str>) -> rusqlite::R
     Ok(n as u32)
 }
 
-/// Deletes the records that count as never seen (see `Record::expired`).
+/// Deletes the settled records that count as never seen (see `Record::expired`); a
+/// pending record is never deleted (it is taken over), however old.
 pub fn prune(conn: &Connection, scope: &Scope, now: &Now) -> rusqlite::Result<u32> {
     let mut doomed = Vec::new();
     {
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM records
-             WHERE expires_at IS NOT NULL AND expires_at <= ?1 AND (?2 IS NULL OR namespace = ?2)"
+             WHERE expires_at IS NOT NULL AND expires_at <= ?1 AND (?2 IS NULL OR namespace = ?2)
+               AND status IN ('completed', 'failed')"
         ))?;
         for row in stmt.query_map(params![now.wall, scope.filter()], to_record)? {
             let record = row?;
