@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::record::{COMPLETED, FAILED};
 
@@ -25,6 +25,18 @@ pub const DEFAULT_PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 /// Deletes up to `limit` settled records whose `expires_at` is at or before `now_wall`
 /// (epoch ms), in every project; returns how many. The caller holds no transaction.
 pub fn prune_pass(conn: &Connection, now_wall: i64, limit: u32) -> rusqlite::Result<u32> {
+    // A read first (the expiry index answers it): most passes find nothing, and then take
+    // no write lock that other processes' writes would wait behind.
+    let due: Option<i64> = conn
+        .prepare_cached(
+            "SELECT 1 FROM records
+             WHERE expires_at IS NOT NULL AND expires_at <= ?1 AND status IN (?2, ?3) LIMIT 1",
+        )?
+        .query_row(params![now_wall, COMPLETED, FAILED], |r| r.get(0))
+        .optional()?;
+    if due.is_none() {
+        return Ok(0);
+    }
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let deleted = conn
         .prepare_cached(
