@@ -64,7 +64,8 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
     out(mode === 'text' ? detail(r) : mode === 'json' ? JSON.stringify(r, null, 2) : JSON.stringify(r));
     return;
   }
-  const { records, matched } = await queryRecords(store, query);
+  // The table shows no results: read without them. --json and --jsonl print records whole.
+  const { records, matched } = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
   if (mode === 'json') return out(JSON.stringify(records, null, 2));
   if (mode === 'jsonl') {
     if (records.length > 0) out(records.map((r) => JSON.stringify(r)).join('\n'));

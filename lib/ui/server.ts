@@ -16,7 +16,7 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
-import { QueryError, findByKey, matches, parseQuery, queryRecords } from '../record-query.js';
+import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
 import type { Store } from '../store.js';
 import { EventLog, buildTimeline } from './timeline.js';
 
@@ -151,14 +151,24 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         const q = filters(url);
         q.limit ??= Number(DEFAULT_LIMIT);
         const now = Date.now();
-        const { records, matched } = await queryRecords(store, q, now);
+        // Without results: Details asks for one record's (/api/record) when it opens.
+        const { records, matched } = await queryRecords(store, q, now, { withResults: false });
         return { where, now, records, matched };
+      }
+      case 'GET /api/record': {
+        const key = url.searchParams.get('key');
+        if (key === null || key === '') throw new HttpError(400, 'give the whole key: /api/record?key=...');
+        const record = await store.get(key);
+        if (record === null) throw new HttpError(404, `no record with key ${key}`);
+        return { record };
       }
       case 'GET /api/timeline': {
         const q = filters(url);
         const now = Date.now();
         const windowMs = q.sinceMs ?? filters(new URL(`http://x/?since=${DEFAULT_WINDOW}`)).sinceMs!;
-        const all = await store.listRecords();
+        // Every record of the tool (a replay in the window counts against a record changed
+        // before it), without results.
+        const { records: all } = await recentRecords(store, { name: q.name });
         const inScope = { ...q, sinceMs: undefined, limit: undefined, status: undefined };
         const picked = all.filter((r) => matches(r, inScope, now));
         const keys = new Set(picked.map((r) => r.key));

@@ -25,7 +25,7 @@ pub enum Scope {
 
 impl Scope {
     /// The namespace to filter on; `None` for every project.
-    fn filter(&self) -> Option<&str> {
+    pub(super) fn filter(&self) -> Option<&str> {
         match self {
             Scope::Project(ns) => Some(ns),
             Scope::Every => None,
@@ -33,11 +33,11 @@ impl Scope {
     }
 }
 
-const COLUMNS: &str = "namespace, key, name, fingerprint, status, token, result, error, attempts, \
+pub(super) const COLUMNS: &str = "namespace, key, name, fingerprint, status, token, result, error, attempts, \
                        created_at, updated_at, expires_at, lease_expires_at, lease_clock, lease_until, \
                        meta, duration_ms";
 
-fn to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
+pub(super) fn to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
     let lease_clock: Option<String> = row.get(13)?;
     let lease_until: Option<i64> = row.get(14)?;
     Ok(Record {
