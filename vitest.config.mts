@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['__test__/**/*.test.ts'],
+    // The native binary with the test hooks, for the tests that use them (see the file).
+    globalSetup: ['__test__/global-setup.ts'],
     // Mastra 1.x is not a dev dependency (it declares Node >= 22.13): .ci/mastra.sh installs it
     // into its fixture and runs that file by name, so npm test leaves it out instead of skipping it.
     exclude: process.env.IDEMPOTENT_TOOLS_MASTRA_E2E === '1' ? [] : ['__test__/frameworks-mastra-agent.test.ts', '**/node_modules/**'],

@@ -10,12 +10,12 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, lib, lineFrom, runNode, tempDb } from './helpers';
+import { ROOT, lib, lineFrom, runNode, tempDb, testHooks } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 
 const { idempotent, SqliteStore } = lib;
 const CLI = join(ROOT, 'dist', 'cli.js');
-const A_DAY_AHEAD = { IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS: String(24 * 3600 * 1000) };
+const A_DAY_AHEAD = () => testHooks({ IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS: String(24 * 3600 * 1000) });
 
 afterAll(() => dropTables());
 
@@ -47,7 +47,7 @@ describe('SqliteStore deletes expired records (issue 21 item 7)', () => {
       const { SqliteStore } = require(${JSON.stringify(ROOT)});
       const store = new SqliteStore({ path: ${JSON.stringify(path)} });
       store.ready().then(() => store.close()).then(() => console.log('opened'));
-    `], { env: A_DAY_AHEAD });
+    `], { env: A_DAY_AHEAD() });
     expect(opened.stderr).toBe('');
     expect(opened.stdout.trim()).toBe('opened');
     expect(await keys(store)).toEqual(['orphan']);
@@ -65,7 +65,7 @@ describe('SqliteStore deletes expired records (issue 21 item 7)', () => {
       store.ready().then(() => console.log('open'));
       process.stdin.on('end', () => store.close());
       process.stdin.resume();
-    `], { cwd: ROOT, env: { ...process.env, ...A_DAY_AHEAD } });
+    `], { cwd: ROOT, env: { ...process.env, ...A_DAY_AHEAD() } });
     try {
       await lineFrom(child, /^open$/);
       // Written after the child opened: only its periodic passes can delete them.
@@ -95,7 +95,7 @@ describe('SqliteStore deletes expired records (issue 21 item 7)', () => {
       const { SqliteStore } = require(${JSON.stringify(ROOT)});
       const store = new SqliteStore({ path: ${JSON.stringify(path)}, pruneIntervalMs: 3600000 });
       store.prune().then((n) => console.log(n)).then(() => store.close());
-    `], { env: A_DAY_AHEAD });
+    `], { env: A_DAY_AHEAD() });
     expect(pruned.stderr).toBe('');
     // The open's own pass deleted the two settled ones already; prune() finds nothing
     // more, and the orphaned claim is still there to be taken over. Before: 3 (the
