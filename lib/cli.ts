@@ -153,7 +153,8 @@ type Values = ReturnType<typeof parse>['values'];
 /** How expired records leave a store: said by `stats`, and by `inspect` when some are still there. */
 interface Retention {
   summary: string;
-  advice: (count: number) => string;
+  /** Absent: `inspect` does not ask (Redis: its stats read every record, and expired ones vanish by themselves). */
+  advice?: (count: number) => string;
 }
 
 const PRUNE_BY_HAND: Retention = {
@@ -171,10 +172,7 @@ async function openStore(values: Values, command: string): Promise<{ store: Stor
     } catch (e) {
       throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
     }
-    const retention: Retention = {
-      summary: 'Redis deletes expired records itself (each record has an expiry)',
-      advice: () => 'Redis deletes them at their expiry',
-    };
+    const retention: Retention = { summary: 'Redis deletes expired records itself (each record has an expiry)' };
     return { store, where: store.path, retention };
   }
   if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
