@@ -110,7 +110,7 @@ describe('SqliteStore deletes expired records (issue 21 item 7)', () => {
 describe('PostgresStore.prune() (issue 21 item 7)', () => {
   it('deletes settled expired rows only, never a pending one', async () => {
     const table = uniqueTable();
-    const store = new lib.PostgresStore({ url: PG_URL, table });
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
     const done = idempotent(async function done() {
       return 1;
     }, { store, ttlMs: 60_000 });
@@ -122,6 +122,38 @@ describe('PostgresStore.prune() (issue 21 item 7)', () => {
     const rows = await sql(`SELECT key, status FROM "${table}"`);
     expect(rows.rows).toEqual([{ key: 'orphan', status: 'pending' }]);
     await store.close();
+  });
+});
+
+describe('PostgresStore deletes expired rows by itself (issue 21 item 7)', () => {
+  it('on open and every pruneIntervalMs: settled expired rows go, a pending one stays', async () => {
+    const table = uniqueTable();
+    const writer = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 }); // this one never prunes
+    const done = idempotent(async function done(n: number) {
+      return n;
+    }, { store: writer, ttlMs: 60_000 });
+    await done(1);
+    await writer.acquire({ key: 'orphan', name: 'done', fingerprint: 'fp', leaseMs: 1, ttlMs: 60_000, force: false });
+    await sql(`UPDATE "${table}" SET expires_at = 1, lease_expires_at = 1`);
+    // Before: nothing but prune() (or the CLI's prune) ever deleted them.
+    const pruning = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 20 });
+    try {
+      await pruning.ready();
+      const keys = async () => (await sql(`SELECT key FROM "${table}" ORDER BY key`)).rows.map((r) => r.key);
+      await expect.poll(keys, { timeout: 30_000, interval: 20 }).toEqual(['orphan']);
+      await done(2);
+      await sql(`UPDATE "${table}" SET expires_at = 1 WHERE key = $1`, [done.keyFor(2)]);
+      await expect.poll(keys, { timeout: 30_000, interval: 20 }).toEqual(['orphan']);
+    } finally {
+      await pruning.close();
+      await writer.close();
+    }
+  });
+
+  it('checks pruneIntervalMs (0: never by itself)', () => {
+    expect(() => new lib.PostgresStore({ url: PG_URL, pruneIntervalMs: -1 })).toThrow(/PostgresStore: pruneIntervalMs must be/);
+    expect(() => new lib.PostgresStore({ url: PG_URL, pruneIntervalMs: Infinity })).toThrow(RangeError);
+    expect(() => new lib.PostgresStore({ url: PG_URL, pruneIntervalMs: '1m' as never })).toThrow(RangeError);
   });
 });
 
@@ -139,7 +171,7 @@ describe('the CLI says how much is kept (issue 21 item 7)', () => {
 
   it('inspect and stats on Postgres: how many expired records the table still holds, and how to delete them', async () => {
     const table = uniqueTable();
-    const store = new lib.PostgresStore({ url: PG_URL, table });
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
     const charge = idempotent(async function charge(order: string) {
       return { charged: order };
     }, { store, ttlMs: 60_000 });
@@ -154,7 +186,7 @@ describe('the CLI says how much is kept (issue 21 item 7)', () => {
     expect(inspect.stderr).toMatch(/1 expired record is still in .*: hidden from calls and from this list; delete it with: idempotent-tools prune/);
     const stats = await runNode([CLI, '--postgres', PG_URL, '--table', table, 'stats']);
     expect(stats.stdout).toMatch(/^kept\s+2 records \(1 completed, 0 pending, 0 failed; 1 expired, not yet deleted\)$/m);
-    expect(stats.stdout).toMatch(/^retention\s+expired records stay until: idempotent-tools prune$/m);
+    expect(stats.stdout).toMatch(/^retention\s+expired records are deleted by the application's stores \(when made, then every minute\), or now by: idempotent-tools prune$/m);
     const json = await runNode([CLI, '--postgres', PG_URL, '--table', table, 'inspect', '--json']);
     expect(json.stderr).toBe(''); // machine-readable output says nothing extra
   });

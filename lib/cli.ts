@@ -158,7 +158,7 @@ interface Retention {
 }
 
 const PRUNE_BY_HAND: Retention = {
-  summary: 'expired records stay until: idempotent-tools prune',
+  summary: "expired records are deleted by the application's stores (when made, then every minute), or now by: idempotent-tools prune",
   advice: (n) => `delete ${n === 1 ? 'it' : 'them'} with: idempotent-tools prune`,
 };
 
@@ -179,7 +179,8 @@ async function openStore(values: Values, command: string): Promise<{ store: Stor
     const { PostgresStore } = await import('./postgres-store.js');
     const url = values.postgres ?? process.env.DATABASE_URL;
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
-    const store = new PostgresStore({ url, table: values.table, createTable: false });
+    // Inspection sees what is there: this store deletes nothing by itself (`prune` does).
+    const store = new PostgresStore({ url, table: values.table, createTable: false, pruneIntervalMs: 0 });
     return { store, where: `${store.path} table ${store.table}`, retention: PRUNE_BY_HAND };
   }
   const path = values.db ?? defaultStorePath();
