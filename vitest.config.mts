@@ -3,8 +3,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['__test__/**/*.test.ts'],
-    // Checks redis-server and PostgreSQL, and makes the test database (or a private server).
-    globalSetup: ['__test__/global-setup.ts'],
+    // Checks redis-server and PostgreSQL and makes the test database (or a private server);
+    // then builds the native binary with the test hooks, for the tests that use them.
+    globalSetup: ['__test__/global-setup.ts', '__test__/test-hooks-setup.ts'],
     // Mastra 1.x is not a dev dependency (it declares Node >= 22.13): .ci/mastra.sh installs it
     // into its fixture and runs that file by name, so npm test leaves it out instead of skipping it.
     exclude: process.env.IDEMPOTENT_TOOLS_MASTRA_E2E === '1' ? [] : ['__test__/frameworks-mastra-agent.test.ts', '**/node_modules/**'],

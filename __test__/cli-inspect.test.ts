@@ -238,6 +238,33 @@ describe('inspect --follow', () => {
     }
   });
 
+  it('--json prints each settled record whole, its result included (the listing itself reads none: issue 21 item 6)', async () => {
+    const path = tempDb();
+    const store = new lib.SqliteStore({ path });
+    await store.ready();
+    const child = spawn(process.execPath, [CLI, '--db', path, 'inspect', '--follow', '--json'], { cwd: ROOT });
+    children.push(child);
+    try {
+      await new Promise<void>((done) => {
+        let err = '';
+        child.stderr!.on('data', (d) => {
+          err += d;
+          if (/Following/.test(err)) done();
+        });
+      });
+      const refund = lib.idempotent(async function refund(order: string) {
+        return { refunded: order, note: 'x'.repeat(1000) };
+      }, { store });
+      await refund('o-9');
+      const line = JSON.parse(await lineFrom(child, /"status":"completed"/));
+      expect(line.key).toBe(refund.keyFor('o-9'));
+      expect(line.result).toEqual({ refunded: 'o-9', note: 'x'.repeat(1000) });
+    } finally {
+      child.kill('SIGINT');
+      await store.close();
+    }
+  });
+
   it('Redis: the same, noticed by a poll', async () => {
     // This file's only Redis test: the server stops with it (it was left running, one
     // redis-server per run of the suite).

@@ -25,7 +25,7 @@ describe('idempotent-tools CLI with --postgres', () => {
     expect(JSON.parse((await cli(['--postgres', PG_URL, '--table', table, 'migrate', '--json'])).stdout)).toEqual({ created: false });
 
     // A role that may not create tables uses what migrate made.
-    const store = new lib.PostgresStore({ url: PG_URL, table, createTable: false });
+    const store = new lib.PostgresStore({ url: PG_URL, table, createTable: false, pruneIntervalMs: 0 }); // prune is the CLI's below
     const charge = lib.idempotent(async function charge(order: string) {
       return { charged: order };
     }, { store, ttlMs: 60_000 });

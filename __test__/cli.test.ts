@@ -158,7 +158,11 @@ describe('idempotent-tools CLI', () => {
     expect((await cli('--db', path, 'release', '--key', 'stuck')).code).toBe(1); // not pending any more
     const pruned = await cli('--db', path, 'prune', '--json');
     expect(pruned.code).toBe(0);
-    expect(JSON.parse(pruned.stdout)).toEqual({ deleted: 1 });
+    // Opening the store (release, above) deleted the expired record already; the dead
+    // owner's claim stays.
+    expect(JSON.parse(pruned.stdout)).toEqual({ deleted: 0 });
+    const stats = JSON.parse((await cli('--db', path, 'stats', '--json')).stdout);
+    expect([stats.completed, stats.pending, stats.expired]).toEqual([0, 1, 0]); // the dead owner's claim: pending, never expired
     const left = JSON.parse((await cli('--db', path, 'inspect', '--json')).stdout).map((r: { key: string }) => r.key).sort();
     expect(left).toEqual(['dead-owner', 'stuck']);
   });

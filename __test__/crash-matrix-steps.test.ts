@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Pool, type PoolClient } from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, tempDir } from './helpers';
+import { ROOT, collect, lib, tempDir, testHooks } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 import { sharedRedis, uniquePrefix } from './redis-server';
 import { afterTheOwner, openWhere, threeStores } from './stores';
@@ -103,7 +103,7 @@ describe.concurrent('crash inside idempotentTx: the row and its record commit to
       const key = 'o-1';
       const child = spawn(process.execPath, [WORKER, 'tx', JSON.stringify({ postgres: PG_URL, table, orders, log, key })], {
         cwd: ROOT,
-        env: { ...process.env, IDEMPOTENT_TOOLS_FAULT: fault },
+        env: { ...process.env, ...testHooks({ IDEMPOTENT_TOOLS_FAULT: fault }) },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       const died = await collect(child);

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, tempDb, tempDir } from './helpers';
+import { ROOT, collect, lib, tempDb, tempDir, testHooks } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
 
 const WORKER = join(ROOT, '__test__', 'fixtures', 'worker.js');
@@ -47,7 +47,7 @@ for (const [storeName, place] of stores) {
         const key = 'charge-1';
         const child = spawn(process.execPath, [WORKER, 'once', JSON.stringify({ ...where, log, key, leaseMs: LEASE_MS, ...extra })], {
           cwd: ROOT,
-          env: { ...process.env, ...env },
+          env: { ...process.env, ...(Object.keys(env).length > 0 ? testHooks(env) : {}) },
           stdio: ['ignore', 'pipe', 'pipe'],
         });
         const died = await collect(child);

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll } from 'vitest';
+import { afterAll, inject } from 'vitest';
 
 export const ROOT = resolve(__dirname, '..');
 const require = createRequire(import.meta.url);
@@ -24,6 +24,16 @@ afterAll(() => {
     }
   }
 });
+
+/**
+ * What to add to a child process's environment for a test hook (IDEMPOTENT_TOOLS_FAULT,
+ * IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS, IDEMPOTENT_TOOLS_TEST_NATIVE_PANIC): the
+ * hooks, and the native build that has them (global-setup.ts). The binary users install
+ * ignores them.
+ */
+export function testHooks(hooks: Record<string, string>): Record<string, string> {
+  return { NAPI_RS_NATIVE_LIBRARY_PATH: inject('testHooksAddon'), ...hooks };
+}
 
 /** A new temp folder, removed after the test file. */
 export function tempDir(): string {

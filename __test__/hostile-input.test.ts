@@ -96,9 +96,11 @@ describe('canonical encoding, by property', () => {
 });
 
 describe('odd arguments', () => {
-  it('huge strings are keyed (and differ by their last character)', () => {
+  it('huge strings are keyed up to maxArgsBytes (and differ by their last character); over it, a TypeError', () => {
     const big = 'x'.repeat(20_000_000);
-    expect(probe.keyFor(big + 'a')).not.toBe(probe.keyFor(big + 'b'));
+    const roomy = idempotent(function roomy(..._args: unknown[]) { return 1; }, { store: new SqliteStore({ path: tempDb() }), maxArgsBytes: 32 * 1024 * 1024 });
+    expect(roomy.keyFor(big + 'a')).not.toBe(roomy.keyFor(big + 'b'));
+    expect(() => probe.keyFor(big)).toThrow(/over the limit of 4194304 bytes \(the "maxArgsBytes" option\)/);
   });
 
   it('unicode edge cases are distinct keys, including lone surrogates that UTF-8 cannot carry', () => {

@@ -367,7 +367,9 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     // A real wait: the window is the thing under test.
     await until(() => Date.now() > old.expiresAt! + 10, 'the short window to pass', 10_000);
     const later = await start();
-    await logShows(later, /pruned 1 expired record/);
+    // The SQLite store itself deletes expired records when it opens (issue 21), so the proxy's
+    // first pass may find the record gone already: either way it is gone once it has run.
+    await logShows(later, /pruned [01] expired record/);
     const left = await records(db);
     expect(left).toHaveLength(1);
     expect(left[0].key).not.toBe(old.key);

@@ -58,7 +58,7 @@ function counted(store: InstanceType<typeof SqliteStore>) {
   const op = idempotent(async function op(n: string) {
     state.runs++;
     return n;
-  }, { store });
+  }, { store, maxKeyBytes: 8_000_000 }); // the full-disk tests below claim keys of megabytes
   return { op, state };
 }
 

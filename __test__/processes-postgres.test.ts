@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, tempDir } from './helpers';
+import { ROOT, collect, lib, tempDir, testHooks } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 
 const WORKER = join(ROOT, '__test__', 'fixtures', 'pg-worker.js');
@@ -17,7 +17,7 @@ afterAll(() => dropTables());
 function worker(mode: string, opts: Record<string, unknown>, env: Record<string, string> = {}) {
   return spawn(process.execPath, [WORKER, mode, JSON.stringify(opts)], {
     cwd: ROOT,
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...(Object.keys(env).length > 0 ? testHooks(env) : {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, lineFrom, tempDb, tempDir } from './helpers';
+import { ROOT, collect, lib, lineFrom, tempDb, tempDir, testHooks } from './helpers';
 
 const WORKER = join(ROOT, '__test__', 'fixtures', 'worker.js');
 
@@ -264,7 +264,7 @@ describe('leases and the wall clock (issue 9 item 6)', () => {
   const HOLDER = join(ROOT, '__test__', 'fixtures', 'lease-holder.js');
 
   function holder(mode: 'hold' | 'try', opts: Record<string, unknown>, wallOffsetMs = 0) {
-    const env = { ...process.env, IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS: String(wallOffsetMs) };
+    const env = { ...process.env, ...testHooks({ IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS: String(wallOffsetMs) }) };
     return spawn(process.execPath, [HOLDER, mode, JSON.stringify(opts)], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   }
 
@@ -293,7 +293,7 @@ describe('a panic in the native store (internal fault switch)', () => {
   const PANIC = join(ROOT, '__test__', 'fixtures', 'native-panic.js');
 
   async function panicAt(point: string) {
-    const env = { ...process.env, IDEMPOTENT_TOOLS_TEST_NATIVE_PANIC: point };
+    const env = { ...process.env, ...testHooks({ IDEMPOTENT_TOOLS_TEST_NATIVE_PANIC: point }) };
     const f = await collect(spawn(process.execPath, [PANIC, tempDb()], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(f.signal).toBeNull();
     expect(f.code).toBe(0); // the process lived through it

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, tempDb, tempDir } from './helpers';
+import { ROOT, collect, lib, tempDb, tempDir, testHooks } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
 import { afterTheOwner } from './stores';
 
@@ -32,7 +32,7 @@ function charges(log: string, key: string): string[] {
 async function crashAfterCharge(where: Where, log: string, key: string) {
   const child = spawn(process.execPath, [WORKER, 'once', JSON.stringify({ ...where, log, key, leaseMs: LEASE_MS })], {
     cwd: ROOT,
-    env: { ...process.env, IDEMPOTENT_TOOLS_FAULT: 'after-fn' },
+    env: { ...process.env, ...testHooks({ IDEMPOTENT_TOOLS_FAULT: 'after-fn' }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const died = await collect(child);

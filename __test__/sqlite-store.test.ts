@@ -1,13 +1,18 @@
 // The SQLite file itself: permissions, foreign and corrupt files, unwritable paths.
 
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { ROOT, lib, runNode, tempDir } from './helpers';
 
 const { idempotent, SqliteStore, StoreError } = lib;
+
+function mkfifo(path: string): void {
+  const made = spawnSync('mkfifo', ['-m', '0600', path]);
+  expect(made.status, String(made.stderr)).toBe(0);
+}
 
 async function refusedWithoutRunning(store: InstanceType<typeof SqliteStore>, path: string, pattern: RegExp) {
   let runs = 0;
@@ -135,6 +140,42 @@ describe('SqliteStore files', () => {
     const path = join(tempDir(), 'folder.db');
     mkdirSync(path);
     await refusedWithoutRunning(new SqliteStore({ path }), path, /.+/);
+  });
+
+  // Issue 21 item 5. Before: ready() and every call waited forever (SQLite, and the
+  // permission check before it, blocked opening the FIFO for reading).
+  const specials: Array<[string, (dir: string) => { path: string; named: string }]> = [
+    ['a FIFO at the path', (dir) => {
+      const path = join(dir, 'store.db');
+      mkfifo(path);
+      return { path, named: path };
+    }],
+    ['a FIFO owned by another user', (dir) => {
+      const path = join(dir, 'store.db');
+      mkfifo(path);
+      chownSync(path, 65534, 65534);
+      chmodSync(path, 0o600);
+      return { path, named: path };
+    }],
+    ['a symlink to a FIFO', (dir) => {
+      const fifo = join(dir, 'pipe');
+      mkfifo(fifo);
+      const path = join(dir, 'store.db');
+      symlinkSync(fifo, path);
+      return { path, named: path };
+    }],
+    ['a FIFO at the -wal file beside a missing store', (dir) => {
+      const path = join(dir, 'store.db');
+      mkfifo(`${path}-wal`);
+      return { path, named: `${path}-wal` };
+    }],
+  ];
+
+  it.each(specials)('refuses %s with a StoreError naming it, before SQLite opens it (issue 21 item 5)', async (_, make) => {
+    const { path, named } = make(tempDir());
+    await refusedWithoutRunning(new SqliteStore({ path }), path, /not a regular file/);
+    const err = await new SqliteStore({ path }).ready().then(() => undefined, (e: unknown) => e);
+    expect((err as Error).message).toContain(`${named} is a FIFO`);
   });
 
   it('checks its options when constructed', () => {

@@ -89,6 +89,16 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     }
   });
 
+  it('Details fetches the record with its result, which the list leaves out (issue 21 item 6)', async () => {
+    await page.goto(url);
+    await page.locator('#filters select[name=since]').selectOption('');
+    await expect.poll(rowKeys).toHaveLength(7);
+    await page.click('tr[data-key="charge-t7"] button.details');
+    await expect.poll(() => page.locator('tr[data-detail-of="charge-t7"]').textContent()).toMatch(/result\s+\{\s+"done": "charge-t7"\s+\}/);
+    await page.click('tr[data-key="charge-t7"] button.details'); // closed again
+    await expect.poll(() => page.locator('tr[data-detail-of="charge-t7"]').count()).toBe(0);
+  });
+
   it('lists only the thread asked for', async () => {
     await page.goto(url);
     await page.locator('#filters select[name=since]').selectOption('');

@@ -87,3 +87,99 @@ describe('serveInspector', () => {
     expect(await store.get(done.key)).toBeNull();
   });
 });
+
+describe('serveInspector({ token }) (issue 21 item 4)', () => {
+  // Before: every one of these was accepted; '' opened the page with ?token=.
+  it.each([
+    ['an empty token', ''],
+    ['a short token', 'abc123'],
+    ['15 characters', 'a'.repeat(15)],
+    ['a token with $&', `${'a'.repeat(16)}$&`],
+    ['a token with a quote and <', `${'a'.repeat(16)}"><script>`],
+    ['a token with a space', `${'a'.repeat(16)} b`],
+    ['a token with non-ASCII letters', `${'a'.repeat(16)}é`],
+    ['a number', 1234567890123456789 as never],
+  ])('refuses %s with a TypeError naming the option', async (_, token) => {
+    const err = await ui.serveInspector({ store, token }).then(
+      (i) => i.close().then(() => undefined),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(TypeError);
+    expect((err as Error).message).toMatch(/serveInspector: token must be at least 16 URL-safe characters \(A-Z, a-z, 0-9, _ and -\)/);
+  });
+
+  it('checks its other options, naming the one that is wrong', async () => {
+    await expect(ui.serveInspector({ store, port: 70000 })).rejects.toThrow(/serveInspector: port must be an integer/);
+    await expect(ui.serveInspector({ store, tokn: 'x' } as never)).rejects.toThrow(/unknown option "tokn"/);
+    await expect(ui.serveInspector({ store: {} as never })).rejects.toThrow(/serveInspector: store must be a store/);
+    await expect(ui.serveInspector({ store, liveEvents: 'no' as never })).rejects.toThrow(TypeError);
+  });
+
+  it('takes a URL-safe token of 16 characters or more, and writes it into the page as given', async () => {
+    const token = 'Ab0_-'.repeat(4); // "$&" cannot appear: the page is built without replacement patterns
+    const mine = await ui.serveInspector({ store, token });
+    try {
+      expect(mine.token).toBe(token);
+      expect(mine.url).toBe(`http://127.0.0.1:${mine.port}/?token=${token}`);
+      const page = await (await fetch(mine.url)).text();
+      expect(page).toContain(`<meta name="inspector-token" content="${token}">`);
+      expect(page).not.toContain('__TOKEN__');
+    } finally {
+      await mine.close();
+    }
+  });
+});
+
+describe('the page lists without results (issue 21 item 6)', () => {
+  // Before: each refresh read every record with its full result, twice (records and timeline).
+  it('/api/records sends no results; /api/record?key= sends one record in full, for Details', async () => {
+    const mine = new lib.SqliteStore({ path: tempDb() });
+    const page = await ui.serveInspector({ store: mine });
+    try {
+      const big = lib.idempotent(async function bigReport(n: number) {
+        return { n, text: 'r'.repeat(1_000_000) };
+      }, { store: mine });
+      await big(1);
+      await big(2);
+      const get = (path: string) => fetch(`${new URL(page.url).origin}${path}`, { headers: { 'x-inspector-token': page.token } });
+      const listed = await get('/api/records?since=');
+      const text = await listed.text();
+      expect(text.length).toBeLessThan(10_000);
+      const { records, matched } = JSON.parse(text);
+      expect(matched).toBe(2);
+      expect(records.map((r: { key: string }) => r.key)).toEqual([big.keyFor(2), big.keyFor(1)]);
+      expect(records.every((r: Record<string, unknown>) => !('result' in r))).toBe(true);
+      const one = await (await get(`/api/record?key=${encodeURIComponent(big.keyFor(1))}`)).json();
+      expect(one.record.result.text).toHaveLength(1_000_000);
+      expect((await get('/api/record?key=nope')).status).toBe(404);
+      expect((await get('/api/record')).status).toBe(400);
+      const timeline = await get('/api/timeline?since=1h');
+      expect((await timeline.text()).length).toBeLessThan(10_000);
+    } finally {
+      await page.close();
+      await mine.close();
+    }
+  });
+});
+
+describe('SqliteStore.listRecent: filters, limit and order in the query (issue 21 item 6)', () => {
+  it('the newest matching records, how many matched, results only when asked', async () => {
+    const mine = new lib.SqliteStore({ path: tempDb() });
+    const a = lib.idempotent(async function alpha(n: number) { return { n }; }, { store: mine });
+    const b = lib.idempotent(async function beta(n: number) { return { n }; }, { store: mine });
+    for (let i = 0; i < 5; i++) await a(i);
+    await b(0);
+    const all = await mine.listRecords();
+    const newest = [...all].filter((r) => r.name === 'alpha').sort((x, y) => y.updatedAt - x.updatedAt || (x.key < y.key ? -1 : 1));
+    const got = await mine.listRecent({ name: 'alpha', limit: 2 });
+    expect(got.matched).toBe(5);
+    expect(got.records.map((r) => r.key)).toEqual(newest.slice(0, 2).map((r) => r.key));
+    expect(got.records.every((r) => r.result === undefined)).toBe(true);
+    const full = await mine.listRecent({ name: 'beta', withResults: true });
+    expect(full.records.map((r) => r.result)).toEqual([{ n: 0 }]);
+    const later = await mine.listRecent({ updatedSince: Math.max(...all.map((r) => r.updatedAt)) + 1 });
+    expect(later).toEqual({ records: [], matched: 0 });
+    expect((await mine.listRecent({ status: 'failed' })).matched).toBe(0);
+    await mine.close();
+  });
+});

@@ -16,6 +16,8 @@ export interface RunningCall {
   store: Store;
   /** The call's options that steps inherit. */
   leaseMs: number;
+  /** The call's `maxResultBytes`, which its steps' results are held to (default: the default limit). */
+  maxResultBytes?: number;
 }
 
 export const running = new AsyncLocalStorage<RunningCall>();

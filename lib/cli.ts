@@ -16,6 +16,7 @@ import { QueryError, parseQuery } from './record-query.js';
 import { storeFromEnvironment } from './default-store.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
 import type { Store } from './store.js';
+import { forTerminal as t } from './terminal-text.js';
 
 const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL | --postgres URL] <command> [options]
 
@@ -166,7 +167,24 @@ function parse(argv: string[]) {
 
 type Values = ReturnType<typeof parse>['values'];
 
-type OpenedStore = { store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> }; where: string; project?: ProjectScope };
+type OpenedStore = {
+  store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> };
+  where: string;
+  retention: Retention;
+  project?: ProjectScope;
+};
+
+/** How expired records leave a store: said by `stats`, and by `inspect` when some are still there. */
+interface Retention {
+  summary: string;
+  /** Absent: `inspect` does not ask (Redis: its stats read every record, and expired ones vanish by themselves). */
+  advice?: (count: number) => string;
+}
+
+const PRUNE_BY_HAND: Retention = {
+  summary: "expired records are deleted by the application's stores (when made, then every minute), or now by: idempotent-tools prune",
+  advice: (n) => `delete ${n === 1 ? 'it' : 'them'} with: idempotent-tools prune`,
+};
 
 async function openStore(values: Values, command: string): Promise<OpenedStore> {
   if (values.redis !== undefined) {
@@ -178,14 +196,16 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
     } catch (e) {
       throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
     }
-    return { store, where: store.path };
+    const retention: Retention = { summary: 'Redis deletes expired records itself (each record has an expiry)' };
+    return { store, where: store.path, retention };
   }
   if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
     const { PostgresStore } = await import('./postgres-store.js');
     const url = values.postgres ?? process.env.DATABASE_URL;
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
-    const store = new PostgresStore({ url, table: values.table, createTable: false });
-    return { store, where: `${store.path} table ${store.table}` };
+    // Inspection sees what is there: this store deletes nothing by itself (`prune` does).
+    const store = new PostgresStore({ url, table: values.table, createTable: false, pruneIntervalMs: 0 });
+    return { store, where: `${store.path} table ${store.table}`, retention: PRUNE_BY_HAND };
   }
   const path = values.db ?? defaultStorePath();
   if (!existsSync(path)) {
@@ -196,7 +216,11 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
   const project = values.project ?? (values.db === undefined ? projectNamespace() : undefined);
   const store = new SqliteStore(project === undefined ? { path, allNamespaces: true } : { path, namespace: project });
   await store.ready();
-  if (project === undefined) return { store, where: store.path };
+  const retention: Retention = {
+    summary: 'expired records are deleted when a store opens, and every minute while one is open',
+    advice: (n) => `an open store deletes ${n === 1 ? 'it' : 'them'} within a minute, or now: idempotent-tools prune`,
+  };
+  if (project === undefined) return { store, where: store.path, retention };
   // The file may hold other projects' records, which this view leaves out: say so.
   const otherProjects = async () => {
     const every = new SqliteStore({ path, allNamespaces: true });
@@ -206,7 +230,7 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
       await every.close();
     }
   };
-  return { store, where: store.path, project: { name: project, path: store.path, otherProjects } };
+  return { store, where: store.path, retention, project: { name: project, path: store.path, otherProjects } };
 }
 
 async function confirm(question: string): Promise<boolean> {
@@ -221,10 +245,10 @@ async function confirm(question: string): Promise<boolean> {
 async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void, err: (text: string) => void): Promise<void> {
   const { values, query } = parsed;
   const command = parsed.command!;
-  const { store, where, project } = await openStore(values, command);
+  const { store, where, retention, project } = await openStore(values, command);
   let key = values.key;
   const json = values.json === true;
-  const missing = () => new Refusal(`no record with key ${key} in ${where}`);
+  const missing = () => new Refusal(`no record with key ${t(key!)} in ${t(where)}`);
   try {
     switch (command) {
       case 'inspect': {
@@ -232,7 +256,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         const follow = values.follow
           ? () => (store instanceof SqliteStore ? sqliteChanges(store.path) : Promise.resolve(pollChanges()))
           : undefined;
-        await inspect(store, where, { query: query!, mode, out, err, follow, project });
+        await inspect(store, where, { query: query!, mode, out, err, follow, project, expiredAdvice: retention.advice, countHidden: retention.advice !== undefined });
         return;
       }
       case 'ui': {
@@ -243,7 +267,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         if (key !== undefined) {
           key = (await recordByKey(store, where, key)).key;
           if ((await store.clear(key)) === 0) throw missing();
-          out(json ? JSON.stringify({ deleted: 1 }) : `Deleted the record ${key}.`);
+          out(json ? JSON.stringify({ deleted: 1 }) : `Deleted the record ${t(key)}.`);
           return;
         }
         if (!values.yes) {
@@ -253,7 +277,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
           // Counted as clear() deletes: expired records that still exist included.
           const s = store.stats ? await store.stats() : undefined;
           const count = s ? s.pending + s.completed + s.failed + s.expired : (await store.listRecords()).length;
-          if (!(await confirm(`Delete all ${count} records in ${where}? [y/N] `))) {
+          if (!(await confirm(`Delete all ${count} records in ${t(where)}? [y/N] `))) {
             out(json ? JSON.stringify({ deleted: 0 }) : 'Nothing deleted.');
             return;
           }
@@ -267,9 +291,9 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         if (!(await store.release!(key))) {
           const r = await store.get(key!);
           if (r === null) throw missing();
-          throw new Refusal(`the record ${key} is ${r.status}, not pending: there is nothing to release`);
+          throw new Refusal(`the record ${t(key)} is ${r.status}, not pending: there is nothing to release`);
         }
-        out(json ? JSON.stringify({ released: key }) : `Released ${key}: the next call with this key runs again.`);
+        out(json ? JSON.stringify({ released: key }) : `Released ${t(key)}: the next call with this key runs again.`);
         return;
       }
       case 'prune': {
@@ -279,7 +303,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
       }
       case 'migrate': {
         const created = await store.migrate!();
-        out(json ? JSON.stringify({ created }) : created ? `Created ${where}.` : `${where} is there and up to date.`);
+        out(json ? JSON.stringify({ created }) : created ? `Created ${t(where)}.` : `${t(where)} is there and up to date.`);
         return;
       }
       case 'stats': {
@@ -290,17 +314,20 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         } else {
           const oldest = s.oldestPendingAt === null ? 'none' : `${age(Date.now() - s.oldestPendingAt)} old`;
           const size = s.sizeBytes === null ? 'unknown' : `${(s.sizeBytes / 1024).toFixed(1)} KiB`;
+          const kept = s.pending + s.completed + s.failed + s.expired;
           out(
             [
-              `store      ${where}`,
+              `store      ${t(where)}`,
               ...(project === undefined
                 ? []
-                : [`project    ${JSON.stringify(project.name)} (what its calls see: its own records and the file's records without a project)` +
-                  (others > 0 ? `; ${others} record${others === 1 ? '' : 's'} of other projects not counted (--db ${project.path} counts every project's)` : '')]),
+                : [`project    ${t(JSON.stringify(project.name))} (what its calls see: its own records and the file's records without a project)` +
+                  (others > 0 ? `; ${others} record${others === 1 ? '' : 's'} of other projects not counted (--db ${t(project.path)} counts every project's)` : '')]),
+              `kept       ${kept} record${kept === 1 ? '' : 's'} (${s.completed} completed, ${s.pending} pending, ${s.failed} failed; ${s.expired} expired, not yet deleted)`,
               `completed  ${s.completed}`,
               `pending    ${s.pending} (oldest: ${oldest})`,
               `failed     ${s.failed}`,
               `expired    ${s.expired} (delete them with: idempotent-tools prune)`,
+              `retention  ${retention.summary}`,
               `size       ${size}`,
             ].join('\n'),
           );
@@ -317,11 +344,23 @@ function version(): string {
   return JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')).version;
 }
 
+/**
+ * The last guard on the way to the terminal: any control character still raw (other than
+ * the line breaks the CLI writes) is written as `\xNN`. Text from records is escaped
+ * field by field before (`forTerminal`, which also escapes their line breaks); this catches
+ * what else reaches a message (a path, a store's error). Backslashes are left alone, so
+ * text escaped before passes unchanged.
+ */
+function rawControlsEscaped(text: string): string {
+  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 export async function main(argv: string[]): Promise<number> {
   // A program of its own on top of the library; loaded only when asked for.
   if (argv[0] === 'mcp') return (await import('./mcp/cli.js')).main(argv.slice(1));
-  const out = (text: string) => process.stdout.write(text + '\n');
-  const err = (text: string) => process.stderr.write(text + '\n');
+  let exact = false; // --json and --jsonl: stdout is machine-readable, written exactly
+  const out = (text: string) => process.stdout.write((exact ? text : rawControlsEscaped(text)) + '\n');
+  const err = (text: string) => process.stderr.write(rawControlsEscaped(text) + '\n');
   let parsed;
   try {
     parsed = parse(argv);
@@ -330,6 +369,7 @@ export async function main(argv: string[]): Promise<number> {
     err(`idempotent-tools: ${e.message}\n\n${USAGE}`);
     return 2;
   }
+  exact = parsed.values.json === true || parsed.values.jsonl === true;
   if (parsed.values.help) {
     out(USAGE);
     return 0;
@@ -361,7 +401,7 @@ if (require.main === module) {
       process.exitCode = code;
     },
     (e) => {
-      process.stderr.write(`idempotent-tools: unexpected error: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.stderr.write(`idempotent-tools: unexpected error: ${rawControlsEscaped(e instanceof Error ? e.message : String(e))}\n`);
       process.exitCode = 1;
     },
   );

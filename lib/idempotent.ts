@@ -5,7 +5,9 @@
 
 import { withArgsPreview } from './args-preview.js';
 import { running } from './call-context.js';
-import { Unencodable, canonicalArgsJson, canonicalJson, resultJson as encodeResult } from './canonical.js';
+import { Unencodable, canonicalArgsJson, canonicalJson } from './canonical.js';
+import { checkArgsSize, checkKeySize } from './limits.js';
+import { storableResult } from './storable.js';
 import { classifyThrown } from './control-flow.js';
 import {
   DuplicateInFlightError,
@@ -25,7 +27,7 @@ import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
 import { defaultStore, defaultStoreGeneration } from './default-store.js';
-import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, Store } from './store.js';
+import type { AcquireResult, IdempotencyRecord, RecordMeta, Store } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
 type Fn<A extends unknown[], R> = (...args: A) => R;
@@ -122,6 +124,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     key = c.key(...args);
     checkKey(key, 'the "key" option\'s return value');
   }
+  if (key !== undefined) checkKeySize(key, c.limits, c.name);
   const payload = c.payload !== undefined ? c.payload(...args) : trimmed(args);
   if (key !== undefined) {
     // An explicit key is often given because the arguments are not data; then the
@@ -132,6 +135,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     } catch (err) {
       if (!(err instanceof Unencodable)) throw err;
     }
+    if (payloadJson !== null) checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
     return { key, fingerprint: native.fingerprint(c.name, payloadJson) };
   }
   if (payload === undefined) {
@@ -142,6 +146,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     c.payload !== undefined
       ? encodeOrThrow(payload, canonicalJson, 'payload', c.name)
       : encodeOrThrow(payload as unknown[], canonicalArgsJson, 'args', c.name);
+  checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
   let contextJson: string | null = null;
   if (c.context !== undefined) {
     const context = c.context(...args);
@@ -151,6 +156,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
       throw new TypeError(`idempotent-tools: the "context" option of "${c.name}" returned undefined; return the scope of the call (a thread or run id)`);
     }
     contextJson = encodeOrThrow(context, canonicalJson, 'context', c.name);
+    checkArgsSize(contextJson, c.limits, c.name, 'context');
   }
   const both = native.callHashes(c.name, contextJson, payloadJson);
   return { key: both.slice(64), fingerprint: both.slice(0, 64) };
@@ -306,7 +312,10 @@ async function execute<A extends unknown[], R>(
 
     let value: Awaited<R>;
     try {
-      value = await running.run({ key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs }, () => fn(...args));
+      value = await running.run(
+        { key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes },
+        () => fn(...args),
+      );
     } catch (thrown) {
       await settleThrown(call, lease, token, attempts, thrown, durationMs);
       throw thrown;
@@ -330,22 +339,7 @@ async function record<A extends unknown[], R>(
   event: 'executed' | 'reconciled',
 ): Promise<Awaited<R>> {
   const { c, key, emit } = call;
-  let resultJson: string | undefined;
-  let unstorable: RecordError | undefined;
-  if (value !== undefined) {
-    try {
-      resultJson = encodeResult(value);
-    } catch (err) {
-      if (!(err instanceof Unencodable)) throw err;
-      unstorable = {
-        name: 'TypeError',
-        message:
-          `idempotent-tools: "${c.name}" ran, but its result cannot be stored: ${err.pathFrom('result')} is ${err.what}. ` +
-          'The call is recorded as completed and will not run again; return JSON data from the function ' +
-          '(and clear this key to run it again)',
-      };
-    }
-  }
+  const { resultJson, unstorable } = storableResult(value, c.limits.maxResultBytes, { who: `"${c.name}"`, kind: 'call' });
 
   const settled = await settle(
     settling(call),
@@ -428,7 +422,8 @@ async function askReconcile<A extends unknown[], R>(
   const { c, key, args } = call;
   let outcome: ReconcileOutcome;
   try {
-    outcome = await running.run({ key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs }, () =>
+    const context = { key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes };
+    outcome = await running.run(context, () =>
       c.reconcile!({ key, name: c.name, args, attempts }),
     );
     if (outcome === null || typeof outcome !== 'object' || typeof outcome.happened !== 'boolean') {

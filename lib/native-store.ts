@@ -6,6 +6,7 @@
  */
 
 import { asStoreError } from './errors.js';
+import { listRecentFallback } from './record-query.js';
 import { InexactStringError } from './exact-strings.js';
 import type * as native from './native.js';
 import type {
@@ -13,6 +14,8 @@ import type {
   AcquireResult,
   IdempotencyRecord,
   ListOptions,
+  RecentQuery,
+  RecentRecords,
   RecordStatus,
   ReplayHit,
   SettleRequest,
@@ -33,6 +36,8 @@ export interface NativeStore {
   get(key: string): Promise<native.NativeRecord | null>;
   listRecords(status?: string | null, limit?: number | null): Promise<native.NativeRecord[]>;
   stats(): Promise<native.NativeStats>;
+  /** SQLite's filtered listing (see src/sqlite/listing.rs); Redis has none. */
+  listRecent?(query: native.RecentQuery): Promise<native.RecentRecords>;
   close(): Promise<void>;
   peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
 }
@@ -166,6 +171,22 @@ export abstract class NativeBackedStore implements Store {
   async listRecords(options: ListOptions = {}): Promise<IdempotencyRecord[]> {
     const rows = await this.#call(undefined, (n) => n.listRecords(options.status ?? null, options.limit ?? null));
     return rows.map(toRecord);
+  }
+
+  /** See `Store.listRecent`: in the store's own query where its native half has one (SQLite). */
+  async listRecent(query: RecentQuery = {}): Promise<RecentRecords> {
+    const n = await this.#use();
+    if (n.listRecent === undefined) return listRecentFallback(this, query);
+    const out = await this.#call(undefined, (n) =>
+      n.listRecent!({
+        status: query.status,
+        name: query.name,
+        updatedSince: query.updatedSince,
+        limit: query.limit,
+        withResults: query.withResults === true,
+      }),
+    );
+    return { records: out.records.map(toRecord), matched: out.matched };
   }
 
   async stats(): Promise<StoreStats> {

@@ -2,6 +2,7 @@
 
 import { type ArgsPreviewOption, resolvePreview } from './args-preview.js';
 import type { EventSink, IdempotencyEvent } from './events.js';
+import { type Limits, resolveLimits } from './limits.js';
 import type { RecordMeta, Store } from './store.js';
 
 export type OnDuplicate = 'raise' | 'block' | 'retry';
@@ -41,6 +42,12 @@ export interface IdempotentOptions<A extends unknown[] = unknown[]> {
   meta?: (...args: A) => RecordMeta | undefined;
   /** Keep a redacted, capped preview of the arguments in the record (README, "Inspecting"). Default off. */
   preview?: ArgsPreviewOption<A>;
+  /** The longest explicit key, in UTF-8 bytes; longer is a TypeError before anything runs. Default 2048. */
+  maxKeyBytes?: number;
+  /** The largest argument list (or `payload`, or `context`) as JSON, in UTF-8 bytes; larger is a TypeError before anything runs. Default 4 MiB. */
+  maxArgsBytes?: number;
+  /** The largest result as JSON, in UTF-8 bytes; a larger one is recorded as completed without it, and the call throws a TypeError. Default 16 MiB. */
+  maxResultBytes?: number;
 }
 
 /** What `reconcile` is asked about. */
@@ -70,11 +77,13 @@ export interface Config<A extends unknown[]> {
   reconcile: ((attempt: ReconcileAttempt<A>) => ReconcileOutcome | Promise<ReconcileOutcome>) | undefined;
   meta: ((...args: A) => RecordMeta | undefined) | undefined;
   preview: ArgsPreviewOption<A>;
+  limits: Limits;
 }
 
 const NAMES = [
   'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs',
   'leaseMs', 'key', 'context', 'payload', 'onEvent', 'reconcile', 'meta', 'preview',
+  'maxKeyBytes', 'maxArgsBytes', 'maxResultBytes',
 ] as const;
 const KNOWN = new Set<string>(NAMES);
 const ON_DUPLICATE = new Set(['raise', 'block', 'retry']);
@@ -155,5 +164,6 @@ export function resolveOptions<A extends unknown[]>(fn: unknown, options: Idempo
     reconcile: optionalFunction(o, 'reconcile'),
     meta: optionalFunction(o, 'meta'),
     preview: resolvePreview<A>(o.preview),
+    limits: resolveLimits(o, fail),
   };
 }

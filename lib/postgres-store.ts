@@ -26,9 +26,18 @@ export interface PostgresStoreOptions {
   /** Create the table on first use when it is missing (default true). False for a role
    * that may not: the table then comes from `idempotent-tools --postgres URL migrate`. */
   createTable?: boolean;
+  /**
+   * How often, in ms, the store deletes expired rows by itself (settled rows past their
+   * `ttlMs`; a pending one is never deleted): once when it is made, then every
+   * `pruneIntervalMs`, at most 1000 rows a pass (sooner again while passes come back
+   * full). 0: never by itself (`prune()` still does). Default 60000.
+   */
+  pruneIntervalMs?: number;
 }
 
-const OPTIONS = new Set(['url', 'table', 'poolSize', 'connectTimeoutMs', 'commandTimeoutMs', 'createTable']);
+const OPTIONS = new Set(['url', 'table', 'poolSize', 'connectTimeoutMs', 'commandTimeoutMs', 'createTable', 'pruneIntervalMs']);
+/** Rows one periodic pass deletes at most (PRUNE_BATCH in src/postgres/sql.rs). */
+const PRUNE_BATCH = 1000;
 
 export class PostgresStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
@@ -42,9 +51,10 @@ export class PostgresStore extends NativeBackedStore {
   #loops = 0;
   /** Resolves once the current loop's LISTEN is in place. */
   #ready: Promise<void> | undefined;
+  #pruneTimer: NodeJS.Timeout | undefined;
 
   constructor(options: PostgresStoreOptions = {}) {
-    const checked = checkOptions(options);
+    const { pruneIntervalMs, ...checked } = checkOptions(options);
     let store: native.NativePostgresStore;
     try {
       store = new native.NativePostgresStore(checked);
@@ -59,6 +69,7 @@ export class PostgresStore extends NativeBackedStore {
     this.path = store.path;
     this.table = store.table;
     this.#place = postgresPlace({ connectionString: checked.url }, checked.table);
+    if (pruneIntervalMs > 0) this.#prune(0, pruneIntervalMs);
   }
 
   readonly #place: string;
@@ -84,6 +95,22 @@ export class PostgresStore extends NativeBackedStore {
       return Promise.reject(err);
     }
     return super.get(key);
+  }
+
+  /**
+   * Retention: one bounded pass of `prune` after `delay`, then the next. Best effort: a
+   * failed pass (the server down, a role that may not delete) waits for the next
+   * interval, and never fails a call. The timer does not keep the process alive.
+   */
+  #prune(delay: number, interval: number): void {
+    if (this.closed) return;
+    this.#pruneTimer = setTimeout(() => {
+      this.#pg.pruneBatch().then(
+        (n) => this.#prune(n >= PRUNE_BATCH ? 0 : interval, interval),
+        () => this.#prune(interval, interval),
+      );
+    }, delay);
+    this.#pruneTimer.unref();
   }
 
   /** Creates the table if it is missing (true), or checks the one there (false). */
@@ -153,6 +180,7 @@ export class PostgresStore extends NativeBackedStore {
   }
 
   override async close(): Promise<void> {
+    clearTimeout(this.#pruneTimer);
     this.#listening = 0;
     this.#ready = undefined;
     this.#pg.stopListening();
@@ -169,7 +197,7 @@ function checkOptions(options: PostgresStoreOptions) {
       throw new TypeError(`PostgresStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
     }
   }
-  const { url = process.env.DATABASE_URL, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable } = options;
+  const { url = process.env.DATABASE_URL, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable, pruneIntervalMs = 60_000 } = options;
   if (url === undefined || url === '') {
     throw new TypeError('PostgresStore: no url given and DATABASE_URL is not set; pass { url: "postgres://user@host:5432/db" }');
   }
@@ -186,7 +214,10 @@ function checkOptions(options: PostgresStoreOptions) {
     }
   }
   if (createTable !== undefined && typeof createTable !== 'boolean') throw new TypeError('PostgresStore: createTable must be a boolean');
-  return { url, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable };
+  if (typeof pruneIntervalMs !== 'number' || !Number.isFinite(pruneIntervalMs) || pruneIntervalMs < 0) {
+    throw new RangeError(`PostgresStore: pruneIntervalMs must be a finite number of milliseconds >= 0 (0: never by itself), not ${String(pruneIntervalMs)}`);
+  }
+  return { url, table, poolSize, connectTimeoutMs, commandTimeoutMs, createTable, pruneIntervalMs };
 }
 
 /** What locates a database: pg's Pool options, or a connection string. */

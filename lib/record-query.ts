@@ -4,7 +4,7 @@
  * the page so that one filter means one thing in both.
  */
 
-import type { IdempotencyRecord, RecordStatus, Store } from './store.js';
+import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 
 export interface RecordQuery {
   /** The function's name, exactly. */
@@ -79,15 +79,46 @@ export function newestFirst(a: IdempotencyRecord, b: IdempotencyRecord): number 
   return b.updatedAt - a.updatedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 }
 
-/** The records that match, newest first, and how many matched before `limit` cut them. */
+/**
+ * `store.listRecent(query)`, or the same from `listRecords` for a store without it
+ * (filtered, sorted and cut here; results dropped unless asked).
+ */
+export async function recentRecords(store: Pick<Store, 'listRecords' | 'listRecent'>, query: RecentQuery): Promise<RecentRecords> {
+  if (store.listRecent !== undefined) return store.listRecent(query);
+  return listRecentFallback(store, query);
+}
+
+/** `listRecent` over `listRecords`: what a store without its own query gives. */
+export async function listRecentFallback(store: Pick<Store, 'listRecords'>, query: RecentQuery): Promise<RecentRecords> {
+  const all = await store.listRecords(query.status === undefined ? {} : { status: query.status });
+  const found = all
+    .filter((r) => (query.name === undefined || r.name === query.name) && (query.updatedSince === undefined || r.updatedAt >= query.updatedSince))
+    .sort(newestFirst);
+  const kept = query.limit === undefined ? found : found.slice(0, query.limit);
+  return { records: query.withResults ? kept : kept.map((r) => ({ ...r, result: undefined })), matched: found.length };
+}
+
+/**
+ * The records that match, newest first, and how many matched before `limit` cut them.
+ * Status, name, `since` (and `limit`, when nothing else filters) go into the store's own
+ * query where it has one (`listRecent`); scope and key prefix are checked here.
+ * `withResults: false` (the page, the table): records without their results.
+ */
 export async function queryRecords(
-  store: Pick<Store, 'listRecords'>,
+  store: Pick<Store, 'listRecords' | 'listRecent'>,
   q: RecordQuery,
   now = Date.now(),
+  { withResults = true }: { withResults?: boolean } = {},
 ): Promise<{ records: IdempotencyRecord[]; matched: number }> {
-  // The store filters by status itself; everything else is checked here.
-  const all = await store.listRecords(q.status === undefined ? {} : { status: q.status });
-  const found = all.filter((r) => matches(r, q, now)).sort(newestFirst);
+  const pushed: RecentQuery = {
+    status: q.status,
+    name: q.name,
+    updatedSince: q.sinceMs === undefined ? undefined : now - q.sinceMs,
+    withResults,
+  };
+  if (q.scope === undefined && q.keyPrefix === undefined) return recentRecords(store, { ...pushed, limit: q.limit });
+  const { records } = await recentRecords(store, pushed);
+  const found = records.filter((r) => matches(r, q, now));
   return { records: q.limit === undefined ? found : found.slice(0, q.limit), matched: found.length };
 }
 

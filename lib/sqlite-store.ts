@@ -30,12 +30,18 @@ export interface SqliteStoreOptions {
    * and `release` see them all, and each record says its `namespace`; calls are refused.
    */
   allNamespaces?: boolean;
+  /**
+   * How often, in ms, the store deletes expired records while it is open (settled records
+   * past their `ttlMs`; a pending one is never deleted). It also does when it opens. Each
+   * pass deletes at most 1000 records, in a transaction of its own. Default 60000.
+   */
+  pruneIntervalMs?: number;
 }
 
 /** A UTF-16 surrogate without its pair (with the `u` flag, a pair is one code point). */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
-const OPTIONS = new Set(['path', 'durability', 'busyTimeoutMs', 'namespace', 'allNamespaces']);
+const OPTIONS = new Set(['path', 'durability', 'busyTimeoutMs', 'namespace', 'allNamespaces', 'pruneIntervalMs']);
 
 export function defaultStorePath(): string {
   return process.env.IDEMPOTENT_TOOLS_DB || join(homedir(), '.idempotent_tools', 'store.db');
@@ -71,7 +77,7 @@ function checkOptions(options: SqliteStoreOptions) {
       throw new TypeError(`SqliteStore: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
     }
   }
-  const { path = defaultStorePath(), durability = 'full', busyTimeoutMs = 5000, namespace = '', allNamespaces = false } = options;
+  const { path = defaultStorePath(), durability = 'full', busyTimeoutMs = 5000, namespace = '', allNamespaces = false, pruneIntervalMs = 60_000 } = options;
   if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
     throw new TypeError('SqliteStore: path must be a non-empty file path string');
   }
@@ -102,12 +108,15 @@ function checkOptions(options: SqliteStoreOptions) {
   if (LONE_SURROGATE.test(namespace)) {
     throw new TypeError('SqliteStore: namespace must not contain lone UTF-16 surrogates (they cannot be stored exactly)');
   }
+  if (typeof pruneIntervalMs !== 'number' || !Number.isFinite(pruneIntervalMs) || pruneIntervalMs < 1) {
+    throw new RangeError(`SqliteStore: pruneIntervalMs must be a finite number of milliseconds >= 1, not ${String(pruneIntervalMs)}`);
+  }
   if (typeof allNamespaces !== 'boolean') {
     throw new TypeError('SqliteStore: allNamespaces must be a boolean');
   }
   if (allNamespaces && options.namespace !== undefined) {
     throw new TypeError('SqliteStore: give namespace or allNamespaces, not both');
   }
-  return { path: resolve(path), durability, busyTimeoutMs, namespace, allNamespaces } as const;
+  return { path: resolve(path), durability, busyTimeoutMs, namespace, allNamespaces, pruneIntervalMs } as const;
 }
 

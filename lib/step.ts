@@ -12,12 +12,14 @@
  */
 
 import { type RunningCall, STEPS_REFUSED, running } from './call-context.js';
-import { Unencodable, canonicalJson, resultJson } from './canonical.js';
+import { canonicalJson, resultJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
 import { KeyMismatchError, LeaseLostError, StoreError, asStoreError } from './errors.js';
 import { type Lease, keepLease } from './lease.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import * as native from './native.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
+import { storableResult } from './storable.js';
 import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
@@ -256,21 +258,7 @@ async function execute<T>(self: StepCall, fn: () => T): Promise<Awaited<T>> {
       throw thrown;
     }
 
-    let resultJson: string | undefined;
-    let unstorable: RecordError | undefined;
-    if (value !== undefined) {
-      try {
-        resultJson = encodeResult(value);
-      } catch (err) {
-        if (!(err instanceof Unencodable)) throw err;
-        unstorable = {
-          name: 'TypeError',
-          message:
-            `idempotent-tools: step ${name} ran, but its result cannot be stored: ${err.pathFrom('result')} is ${err.what}. ` +
-            'The step is recorded as completed and will not run again; return JSON data from the step',
-        };
-      }
-    }
+    const { resultJson, unstorable } = storableResult(value, call.maxResultBytes ?? DEFAULT_LIMITS.maxResultBytes, { who: `step ${name}`, kind: 'step' });
     await settleStep(self, lease, { resultJson, error: unstorable, value }, performance.now() - startedAt);
     if (unstorable !== undefined) throw new TypeError(unstorable.message);
     return value;

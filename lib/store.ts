@@ -86,6 +86,25 @@ export interface ListOptions {
   limit?: number;
 }
 
+/** What `listRecent` asks for: filters a store applies in its own query. */
+export interface RecentQuery {
+  status?: RecordStatus;
+  /** The function's name, exactly. */
+  name?: string;
+  /** Only records updated (claimed or settled) at or after this, epoch ms. */
+  updatedSince?: number;
+  /** At most this many records (the newest). */
+  limit?: number;
+  /** Default false: records come without their results (`result` undefined). */
+  withResults?: boolean;
+}
+
+/** What `listRecent` returns: the records, and how many matched before `limit`. */
+export interface RecentRecords {
+  records: IdempotencyRecord[];
+  matched: number;
+}
+
 export interface StoreStats {
   pending: number;
   completed: number;
@@ -122,6 +141,10 @@ export interface Store {
   prune?(): Promise<number>;
   /** Optional (CLI `stats`). */
   stats?(): Promise<StoreStats>;
+  /** Optional (the inspector page, `inspect`): the unexpired records that match, newest
+   * change first (ties by key), filtered in the store's own query, without results unless
+   * asked. Without it, the callers filter what `listRecords` gives. */
+  listRecent?(query: RecentQuery): Promise<RecentRecords>;
 }
 
 /** What `peekReplay` returns: a completed record's outcome. */

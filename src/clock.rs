@@ -20,9 +20,11 @@
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// INTERNAL, for this package's tests only: `IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS`
-/// moves this process's wall clock (as the store sees it) by that many ms, standing in for
-/// a wall-clock step that a test cannot make to the real clock. Read once.
+/// INTERNAL, for this package's tests only, and only in a build with the `test-hooks`
+/// feature: `IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS` moves this process's wall clock
+/// (as the store sees it) by that many ms, standing in for a wall-clock step that a test
+/// cannot make to the real clock. Read once.
+#[cfg(feature = "test-hooks")]
 fn wall_offset_ms() -> i64 {
     static OFFSET: OnceLock<i64> = OnceLock::new();
     *OFFSET.get_or_init(|| {
@@ -31,6 +33,12 @@ fn wall_offset_ms() -> i64 {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
     })
+}
+
+/// What users install: the wall clock as it is.
+#[cfg(not(feature = "test-hooks"))]
+fn wall_offset_ms() -> i64 {
+    0
 }
 
 /// Wall-clock time in epoch milliseconds.

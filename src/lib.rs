@@ -22,3 +22,11 @@ pub use hashing::{call_hashes, fingerprint};
 pub use postgres::{sql::postgres_sql, NativePostgresStore};
 pub use redis_store::NativeRedisStore;
 pub use sqlite::NativeSqliteStore;
+
+/// Whether this binary was built with the `test-hooks` feature (the tests' own build):
+/// only then do the test hooks (`IDEMPOTENT_TOOLS_FAULT` in lib/fault.ts and the ones in
+/// src/clock.rs and src/sqlite/fault.rs) act. What users install answers false.
+#[napi_derive::napi]
+pub fn test_hooks() -> bool {
+    cfg!(feature = "test-hooks")
+}

@@ -1,7 +1,8 @@
 /** `inspect --follow`: prints calls as they settle, until interrupted. */
 
-import { type RecordQuery, matches } from '../record-query.js';
+import { type RecordQuery, matches, recentRecords } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
+import { forTerminal } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { followLine } from './format.js';
 
@@ -24,10 +25,12 @@ export async function follow(store: Store, where: string, o: FollowOptions): Pro
   const { query } = o;
   // Settles by default; `--status pending` follows new claims and take-overs instead.
   const shows = (r: IdempotencyRecord) => (query.status === undefined ? r.status !== 'pending' : r.status === query.status);
-  const list = () => store.listRecords(query.status === undefined ? {} : { status: query.status });
+  // Without results (a settle's line shows none); --json fetches the full record of each
+  // one it prints. Status and name go into the store's own query where it has one.
+  const list = async () => (await recentRecords(store, { status: query.status, name: query.name })).records;
   const seen = new Map<string, string>();
   for (const r of await list()) seen.set(r.key, state(r));
-  o.ready(`Following ${where} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
+  o.ready(`Following ${forTerminal(where)} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
   while (!o.stop.aborted) {
     await o.changes.next(o.stop);
     if (o.stop.aborted) break;
@@ -39,7 +42,14 @@ export async function follow(store: Store, where: string, o: FollowOptions): Pro
     // `--since` and `--limit` shape the first look, not a live stream.
     const q = { ...query, sinceMs: undefined };
     for (const r of changed) {
-      if (shows(r) && matches(r, q, now)) o.out(o.json ? JSON.stringify(r) : followLine(r));
+      if (!shows(r) || !matches(r, q, now)) continue;
+      if (!o.json) {
+        o.out(followLine(r));
+        continue;
+      }
+      const full = await store.get(r.key); // null: deleted (or expired) since the listing
+      if (full !== null && state(full) === state(r)) o.out(JSON.stringify(full));
+      else if (full === null) o.out(JSON.stringify(r));
     }
   }
 }

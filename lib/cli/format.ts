@@ -1,6 +1,15 @@
 /** How `inspect` shows records: a table, one record in full, one line per settled call. */
 
 import type { IdempotencyRecord } from '../store.js';
+import { forTerminal as t } from '../terminal-text.js';
+
+/**
+ * JSON text for the terminal: JSON.stringify escapes C0 controls in strings itself, but
+ * leaves DEL and C1 (U+0080-U+009F) raw; they become JSON escapes too, so it stays JSON.
+ */
+function jsonForTerminal(text: string): string {
+  return text.replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
 
 export function age(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
@@ -41,45 +50,45 @@ export function table(records: IdempotencyRecord[], now = Date.now()): string {
   return columns([
     ['KEY', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'TOOK', 'EXPIRES', 'SCOPE', ...(projects ? ['PROJECT'] : [])],
     ...records.map((r) => [
-      r.key,
-      r.name,
+      t(r.key),
+      t(r.name),
       r.status,
       String(r.attempts),
       age(now - r.createdAt),
       took(r.durationMs),
       expiry(r, now),
-      r.meta?.scope ?? '',
-      ...(projects ? [r.namespace || '(none)'] : []),
+      t(r.meta?.scope ?? ''),
+      ...(projects ? [r.namespace ? t(r.namespace) : '(none)'] : []),
     ]),
   ]);
 }
 
 export function detail(r: IdempotencyRecord, now = Date.now()): string {
   const lines: Array<[string, string]> = [
-    ['key', r.key],
-    ['name', r.name],
+    ['key', t(r.key)],
+    ['name', t(r.name)],
     ['status', r.status],
     ['attempts', String(r.attempts)],
     ['created', `${new Date(r.createdAt).toISOString()} (${age(now - r.createdAt)} ago)`],
     ['updated', `${new Date(r.updatedAt).toISOString()} (${age(now - r.updatedAt)} ago)`],
     ['expires', r.expiresAt === null ? 'never' : new Date(r.expiresAt).toISOString()],
-    ['fingerprint', r.fingerprint],
+    ['fingerprint', t(r.fingerprint)],
   ];
   if (r.durationMs !== null) lines.push(['took', took(r.durationMs)]);
-  if (r.namespace !== undefined) lines.push(['project', r.namespace || '(none)']);
+  if (r.namespace !== undefined) lines.push(['project', r.namespace ? t(r.namespace) : '(none)']);
   const meta = r.meta ?? {};
-  if (meta.project) lines.push(['project', meta.project]);
-  if (meta.scope) lines.push(['scope', meta.scope]);
-  if (meta.toolCallId) lines.push(['tool call', meta.toolCallId]);
-  if (meta.framework) lines.push(['framework', meta.framework]);
-  if (meta.argsPreview) lines.push(['arguments', meta.argsPreview]);
+  if (meta.project) lines.push(['project', t(meta.project)]);
+  if (meta.scope) lines.push(['scope', t(meta.scope)]);
+  if (meta.toolCallId) lines.push(['tool call', t(meta.toolCallId)]);
+  if (meta.framework) lines.push(['framework', t(meta.framework)]);
+  if (meta.argsPreview) lines.push(['arguments', t(meta.argsPreview)]);
   if (r.leaseExpiresAt !== null) {
     const state = leaseState(r, now);
     lines.push(['lease until', `${new Date(r.leaseExpiresAt).toISOString()}${state ? ` (${state})` : ''}`]);
   }
-  if (r.error !== null) lines.push(['error', `${r.error.name}: ${r.error.message}`]);
+  if (r.error !== null) lines.push(['error', t(`${r.error.name}: ${r.error.message}`)]);
   if (r.status === 'completed' && r.error === null) {
-    lines.push(['result', r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2)]);
+    lines.push(['result', r.result === undefined ? 'undefined' : jsonForTerminal(JSON.stringify(r.result, null, 2))]);
   }
   const width = Math.max(...lines.map(([k]) => k.length));
   return lines.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
@@ -87,17 +96,17 @@ export function detail(r: IdempotencyRecord, now = Date.now()): string {
 
 /** The candidates of an ambiguous key prefix, as git lists them. */
 export function candidates(prefix: string, records: IdempotencyRecord[]): string {
-  const shown = records.slice(0, 20).map((r) => `  ${r.key}  ${r.name}  ${r.status}`);
+  const shown = records.slice(0, 20).map((r) => `  ${t(r.key)}  ${t(r.name)}  ${r.status}`);
   if (records.length > shown.length) shown.push(`  … and ${records.length - shown.length} more`);
-  return `the key prefix ${prefix} is ambiguous; ${records.length} records start with it:\n${shown.join('\n')}\ngive more of the key`;
+  return `the key prefix ${t(prefix)} is ambiguous; ${records.length} records start with it:\n${shown.join('\n')}\ngive more of the key`;
 }
 
 /** One settled call, for `inspect --follow`. */
 export function followLine(r: IdempotencyRecord): string {
-  const parts = [new Date(r.updatedAt).toISOString(), r.status.padEnd(9), r.name, took(r.durationMs)];
+  const parts = [new Date(r.updatedAt).toISOString(), r.status.padEnd(9), t(r.name), took(r.durationMs)];
   if (r.attempts > 1) parts.push(`attempt ${r.attempts}`);
-  if (r.meta?.scope) parts.push(`scope ${r.meta.scope}`);
-  if (r.error !== null && r.status === 'failed') parts.push(`${r.error.name}: ${r.error.message}`);
-  parts.push(r.key);
+  if (r.meta?.scope) parts.push(`scope ${t(r.meta.scope)}`);
+  if (r.error !== null && r.status === 'failed') parts.push(t(`${r.error.name}: ${r.error.message}`));
+  parts.push(t(r.key));
   return parts.join('  ');
 }

@@ -2,6 +2,7 @@
 
 import { type RecordQuery, findByKey, queryRecords } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
+import { forTerminal as t } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { candidates, detail, table } from './format.js';
 import { follow } from './follow.js';
@@ -16,7 +17,7 @@ export async function recordByKey(store: Store, where: string, key: string): Pro
   const found = await findByKey(store, key);
   if ('found' in found) return found.found;
   if ('ambiguous' in found) throw new InspectRefusal(candidates(key, found.ambiguous));
-  throw new InspectRefusal(`no record with key ${key} in ${where}`);
+  throw new InspectRefusal(`no record with key ${t(key)} in ${t(where)}`);
 }
 
 export interface InspectOptions {
@@ -28,6 +29,10 @@ export interface InspectOptions {
   follow?: () => Promise<ChangeSignal>;
   /** A store that shows one project's records of a shared file (see `ProjectScope`). */
   project?: ProjectScope;
+  /** How expired records leave this store, said after the table when some are still there ("delete it with: …"). */
+  expiredAdvice?: (count: number) => string;
+  /** Whether the store's stats are cheap enough to count what a filter hides (not on Redis, where they read every record). */
+  countHidden?: boolean;
 }
 
 /** One project's view of a SQLite file that holds other projects' records too. */
@@ -55,10 +60,11 @@ const FILTER_FLAGS: Array<[keyof RecordQuery, string]> = [
  * nothing (or less) must say so when the store holds records a call would see, or
  * records of other projects, and name the flag that shows them.
  */
-async function hiddenNotes(store: Store, where: string, query: RecordQuery, matched: number, project: ProjectScope | undefined): Promise<string[]> {
+async function hiddenNotes(store: Store, where: string, query: RecordQuery, matched: number, o: InspectOptions): Promise<string[]> {
   const notes: string[] = [];
+  const { project } = o;
   const flags = FILTER_FLAGS.filter(([k]) => query[k] !== undefined).map(([, f]) => f);
-  if (flags.length > 0) {
+  if (flags.length > 0 && o.countHidden === true) {
     const total = await visibleCount(store);
     const hidden = total === null ? 0 : total - matched;
     if (hidden > 0) {
@@ -74,6 +80,15 @@ async function hiddenNotes(store: Store, where: string, query: RecordQuery, matc
     }
   }
   return notes;
+}
+
+/** After the table: expired records are hidden from it, so say how many the store still holds. */
+async function noteExpired(store: Store, where: string, o: InspectOptions): Promise<void> {
+  if (store.stats === undefined || o.expiredAdvice === undefined) return;
+  const { expired } = await store.stats();
+  if (expired === 0) return;
+  const are = expired === 1 ? '1 expired record is' : `${expired} expired records are`;
+  o.err(`(${are} still in ${t(where)}: hidden from calls and from this list; ${o.expiredAdvice(expired)})`);
 }
 
 export async function inspect(store: Store, where: string, o: InspectOptions): Promise<void> {
@@ -100,7 +115,8 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
     out(mode === 'text' ? detail(r) : mode === 'json' ? JSON.stringify(r, null, 2) : JSON.stringify(r));
     return;
   }
-  const { records, matched } = await queryRecords(store, query);
+  // The table shows no results: read without them. --json and --jsonl print records whole.
+  const { records, matched } = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
   if (mode === 'json') return out(JSON.stringify(records, null, 2));
   if (mode === 'jsonl') {
     if (records.length > 0) out(records.map((r) => JSON.stringify(r)).join('\n'));
@@ -108,11 +124,12 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
   }
   if (records.length === 0) {
     const filtered = Object.values(query).some((v) => v !== undefined);
-    const of = o.project ? ` for project ${JSON.stringify(o.project.name)}` : '';
-    out(filtered ? `No records match in ${where}${of}.` : `No records in ${where}${of}.`);
+    const of = o.project ? ` for project ${t(JSON.stringify(o.project.name))}` : '';
+    out(filtered ? `No records match in ${t(where)}${of}.` : `No records in ${t(where)}${of}.`);
   } else {
     out(table(records));
     if (matched > records.length) o.err(`(${records.length} of ${matched} matching records shown; raise --limit to see more)`);
   }
-  for (const note of await hiddenNotes(store, where, query, matched, o.project)) o.err(note);
+  for (const note of await hiddenNotes(store, where, query, matched, o)) o.err(t(note));
+  await noteExpired(store, where, o);
 }

@@ -1,12 +1,13 @@
 /** `idempotent-tools ui`: serves the inspector page for the store until interrupted. */
 
 import type { Store } from '../store.js';
+import { forTerminal } from '../terminal-text.js';
 import { serveInspector } from '../ui/server.js';
 
 export async function ui(store: Store, where: string, port: number | undefined, out: (text: string) => void): Promise<void> {
   // In its own process the page sees records only; replays are counted by a server inside the application.
   const inspector = await serveInspector({ store, where, port, liveEvents: false });
-  out(`The inspector for ${where} is at:\n\n    ${inspector.url}\n\nOnly this machine can reach it, and only with the token in the URL. Ctrl-C to stop.`);
+  out(`The inspector for ${forTerminal(where)} is at:\n\n    ${inspector.url}\n\nOnly this machine can reach it, and only with the token in the URL. Ctrl-C to stop.`);
   await new Promise<void>((done) => {
     process.once('SIGINT', done);
     process.once('SIGTERM', done);

@@ -16,7 +16,7 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
-import { QueryError, findByKey, matches, parseQuery, queryRecords } from '../record-query.js';
+import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
 import type { Store } from '../store.js';
 import { EventLog, buildTimeline } from './timeline.js';
 
@@ -26,7 +26,7 @@ export interface InspectorOptions {
   where?: string;
   /** Default 0: any free port. */
   port?: number;
-  /** Default: 32 random bytes. */
+  /** At least 16 URL-safe characters (A-Z, a-z, 0-9, `_`, `-`). Default: 32 random bytes. */
   token?: string;
   /** Count replays and take-overs from this process's events (for a server inside the application). Default true. */
   liveEvents?: boolean;
@@ -94,12 +94,44 @@ function sameToken(given: string | null | undefined, token: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/** What a token may be: it goes into the URL and the page as it is, and must be hard to guess. */
+const TOKEN = /^[A-Za-z0-9_-]{16,}$/;
+const OPTIONS = new Set(['store', 'where', 'port', 'token', 'liveEvents']);
+
+function checkOptions(options: InspectorOptions): void {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('serveInspector: options must be an object such as { store }');
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTIONS.has(name)) throw new TypeError(`serveInspector: unknown option "${name}"; the options are ${[...OPTIONS].join(', ')}`);
+  }
+  const { store, where, port, token, liveEvents } = options;
+  if (store === null || typeof store !== 'object' || typeof store.listRecords !== 'function') {
+    throw new TypeError('serveInspector: store must be a store (such as new SqliteStore()), with listRecords()');
+  }
+  if (where !== undefined && typeof where !== 'string') throw new TypeError('serveInspector: where must be a string (what the page calls the store)');
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw new TypeError(`serveInspector: port must be an integer from 0 (any free port) to 65535, not ${String(port)}`);
+  }
+  if (token !== undefined && (typeof token !== 'string' || !TOKEN.test(token))) {
+    throw new TypeError(
+      'serveInspector: token must be at least 16 URL-safe characters (A-Z, a-z, 0-9, _ and -); leave it out for a random one',
+    );
+  }
+  if (liveEvents !== undefined && typeof liveEvents !== 'boolean') throw new TypeError('serveInspector: liveEvents must be a boolean');
+}
+
+const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+
 export async function serveInspector(options: InspectorOptions): Promise<Inspector> {
+  checkOptions(options);
   const { store } = options;
   const where = options.where ?? 'the store';
   const token = options.token ?? randomBytes(32).toString('base64url');
   const log = options.liveEvents === false ? undefined : new EventLog();
-  const page = readFileSync(join(ASSETS, 'index.html'), 'utf8');
+  // Split and joined, never String.replace: a replacement string would read `$&` and the like.
+  const page = readFileSync(join(ASSETS, 'index.html'), 'utf8').split('__TOKEN__').join(escapeHtml(token));
   let port = 0;
 
   const filters = (url: URL) => {
@@ -119,14 +151,24 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         const q = filters(url);
         q.limit ??= Number(DEFAULT_LIMIT);
         const now = Date.now();
-        const { records, matched } = await queryRecords(store, q, now);
+        // Without results: Details asks for one record's (/api/record) when it opens.
+        const { records, matched } = await queryRecords(store, q, now, { withResults: false });
         return { where, now, records, matched };
+      }
+      case 'GET /api/record': {
+        const key = url.searchParams.get('key');
+        if (key === null || key === '') throw new HttpError(400, 'give the whole key: /api/record?key=...');
+        const record = await store.get(key);
+        if (record === null) throw new HttpError(404, `no record with key ${key}`);
+        return { record };
       }
       case 'GET /api/timeline': {
         const q = filters(url);
         const now = Date.now();
         const windowMs = q.sinceMs ?? filters(new URL(`http://x/?since=${DEFAULT_WINDOW}`)).sinceMs!;
-        const all = await store.listRecords();
+        // Every record of the tool (a replay in the window counts against a record changed
+        // before it), without results.
+        const { records: all } = await recentRecords(store, { name: q.name });
         const inScope = { ...q, sinceMs: undefined, limit: undefined, status: undefined };
         const picked = all.filter((r) => matches(r, inScope, now));
         const keys = new Set(picked.map((r) => r.key));
@@ -161,7 +203,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       return send(res, 403, 'text/plain; charset=utf-8', 'Forbidden: this page needs the token from the URL that `idempotent-tools ui` printed.\n');
     }
     if (url.pathname === '/' && req.method === 'GET') {
-      return send(res, 200, 'text/html; charset=utf-8', page.replaceAll('__TOKEN__', token));
+      return send(res, 200, 'text/html; charset=utf-8', page);
     }
     const type = STATIC[url.pathname];
     if (type !== undefined && req.method === 'GET') {

@@ -519,6 +519,17 @@ impl Inner {
         }
     }
 
+    /// One batch of `prune` (at most PRUNE_BATCH rows): the store's periodic pass.
+    async fn prune_batch(&self) -> StoreResult<u32> {
+        let n = self
+            .pool
+            .run("PostgreSQL prune failed", |s| async move {
+                s.client.execute(&s.st.prune, &[&PRUNE_BATCH]).await
+            })
+            .await?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     /// Marks a pending claim as awaited (see `watch.sql`): false when it is not pending.
     async fn watch(&self, key: String) -> StoreResult<bool> {
         check_text("key", &key)?;
@@ -697,6 +708,13 @@ impl NativePostgresStore {
     #[napi]
     pub async fn prune(&self) -> Result<u32> {
         self.with(|s| async move { s.prune().await }).await
+    }
+
+    /// Deletes at most one batch (1000) of expired rows; returns how many (the store's
+    /// periodic pass: bounded work, the next pass takes the rest).
+    #[napi]
+    pub async fn prune_batch(&self) -> Result<u32> {
+        self.with(|s| async move { s.prune_batch().await }).await
     }
 
     #[napi]

@@ -3,11 +3,19 @@
 //! bug in the core becomes a `StoreError` (or, on the replay fast path, a fall-back to the
 //! async path) and never takes the process down. Points: `acquire` and `complete` (inside
 //! a writer job), `get` (on a blocking read), `peek` (the synchronous replay read).
-//! Read once; unset, `panic_point` only compares a cached `None`.
+//! Read once; unset, `panic_point` only compares a cached `None`. Only in a build with the
+//! `test-hooks` feature; what users install has an empty `panic_point`.
 
+#[cfg(feature = "test-hooks")]
 use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "test-hooks")]
 use std::sync::OnceLock;
 
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn panic_point(_point: &str) {}
+
+#[cfg(feature = "test-hooks")]
 pub fn panic_point(point: &str) {
     static ARMED: OnceLock<Option<String>> = OnceLock::new();
     static FIRED: AtomicBool = AtomicBool::new(false);

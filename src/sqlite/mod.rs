@@ -11,10 +11,12 @@
 //!   the async path.
 
 mod fault;
+mod listing;
 mod open;
 mod permissions;
 mod queries;
 mod replies;
+mod retention;
 mod schema;
 mod watch;
 mod writer;
@@ -53,6 +55,27 @@ pub struct SqliteOptions {
     /// Every project's records, for inspection: reads, `clear` and `release` see them
     /// all; calls (`acquire` and the rest) are refused.
     pub all_namespaces: Option<bool>,
+    /// How often expired records are deleted (see `retention.rs`); default 60000.
+    pub prune_interval_ms: Option<f64>,
+}
+
+/// What `listRecent` asks for (see `listing.rs`).
+#[napi(object)]
+pub struct RecentQuery {
+    pub status: Option<String>,
+    pub name: Option<String>,
+    /// Only records updated at or after this (epoch ms).
+    pub updated_since: Option<f64>,
+    pub limit: Option<u32>,
+    /// Default false: records come without their results.
+    pub with_results: Option<bool>,
+}
+
+#[napi(object)]
+pub struct RecentRecords {
+    pub records: Vec<NativeRecord>,
+    /// How many matched, before `limit`.
+    pub matched: u32,
 }
 
 /// A read connection and the writer generation it was opened in.
@@ -123,6 +146,14 @@ fn open_store(options: SqliteOptions) -> StoreResult<Open> {
     });
     let label = file.label();
     let opened = file.open_writer()?;
+    let retention = retention::Retention {
+        interval: options
+            .prune_interval_ms
+            .map(|ms| Duration::from_millis(ms.max(1.0) as u64))
+            .unwrap_or(retention::DEFAULT_PRUNE_INTERVAL),
+    };
+    // The first pass, before the store is handed out; the writer thread does the rest.
+    retention.pass(&opened.0);
     let reader = file.open_reader(file.settings.busy_timeout)?;
     let peek = file.open_reader(Duration::ZERO)?;
     let generation = Arc::new(AtomicU64::new(0));
@@ -135,6 +166,7 @@ fn open_store(options: SqliteOptions) -> StoreResult<Open> {
         generation.clone(),
         move |e| StoreFailure::at(&writer_label, "store write failed", open::describe(e)),
         Arc::new(move || flushing.flush()),
+        retention,
     )?;
     Ok(Open {
         label,
@@ -331,6 +363,28 @@ impl NativeSqliteStore {
         self.read("store read failed", move |conn| {
             let records = queries::list(conn, &scope, status.as_deref(), limit, &Now::current())?;
             Ok(records.into_iter().map(Into::into).collect())
+        })
+        .await
+    }
+
+    /// The newest matching records, filtered in the query and without results unless
+    /// asked (the inspector's listing; see `listing.rs`).
+    #[napi]
+    pub async fn list_recent(&self, query: RecentQuery) -> Result<RecentRecords> {
+        let scope = self.inner.scope.clone();
+        self.read("store read failed", move |conn| {
+            let q = listing::Recent {
+                status: query.status.as_deref(),
+                name: query.name.as_deref(),
+                updated_since: query.updated_since.map(|t| t.floor() as i64),
+                limit: query.limit,
+                with_results: query.with_results == Some(true),
+            };
+            let (records, matched) = listing::recent(conn, &scope, &q, &Now::current())?;
+            Ok(RecentRecords {
+                records: records.into_iter().map(Into::into).collect(),
+                matched,
+            })
         })
         .await
     }

@@ -139,6 +139,7 @@ fn retry_busy<T>(
 /// and -shm files with the database file's own mode). Files found loose are tightened
 /// when they are ours and refused when they are not (see `permissions.rs`).
 pub fn prepare_path(path: &Path) -> StoreResult<()> {
+    refuse_special_files(path)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             create_private_dirs(dir)
@@ -193,8 +194,56 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Refuses a path (or its `-wal`, `-shm` or `-journal` file) that holds anything but a
+/// regular file: opening a FIFO waits for a writer forever (whoever owns it), and a device
+/// or socket is no place for records. A missing file is fine (it is created); symlinks are
+/// followed, so a link to a store file works and a link to a FIFO is refused.
+pub fn refuse_special_files(path: &Path) -> StoreResult<()> {
+    for file in std::iter::once(path.to_path_buf()).chain(permissions::companions(path)) {
+        let kind = match std::fs::metadata(&file) {
+            Ok(meta) if meta.is_file() => continue,
+            Ok(meta) => kind_of(&meta.file_type()),
+            Err(_) => continue, // missing, or unreadable: creating or opening it says why
+        };
+        return Err(failure(
+            path,
+            format!(
+                "{} is {kind}, not a regular file; a store must be a regular file (or a path \
+                 where nothing exists yet): remove it, or point the store at another file",
+                file.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn kind_of(kind: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+    }
+    if kind.is_dir() {
+        "a folder"
+    } else {
+        "a special file"
+    }
+}
+
 /// Opens one connection to an existing store file and applies the per-connection settings.
 pub fn connect(path: &Path, settings: &Settings) -> StoreResult<Connection> {
+    refuse_special_files(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| failure(path, e))?;
     conn.busy_timeout(settings.busy_timeout)

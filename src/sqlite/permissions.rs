@@ -27,12 +27,24 @@ fn companion(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The store's `-wal`, `-shm` and `-journal` paths.
+pub fn companions(path: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    COMPANIONS.iter().map(move |s| companion(path, s))
+}
+
 /// True for an empty file and for a SQLite file whose header carries this store's
 /// application id (big-endian at offset 68).
 fn is_store_file(path: &Path) -> bool {
     use std::io::Read;
     let mut header = Vec::with_capacity(100);
-    let read = std::fs::File::open(path).and_then(|f| f.take(100).read_to_end(&mut header));
+    // Non-blocking, and only a regular file is read: a FIFO swapped in after the check in
+    // `open.rs` must not block this open (or the read) forever.
+    let read = open_nonblocking(path).and_then(|f| {
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        f.take(100).read_to_end(&mut header)
+    });
     match read {
         Ok(0) => true,
         Ok(_) if header.len() == 100 => {
@@ -41,6 +53,20 @@ fn is_store_file(path: &Path) -> bool {
         }
         _ => false,
     }
+}
+
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
 }
 
 #[cfg(unix)]

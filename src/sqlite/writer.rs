@@ -11,10 +11,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use rusqlite::Connection;
 
 use super::open::{FileId, StoreFile};
+use super::retention::Retention;
 use crate::failure::{StoreFailure, StoreResult};
 
 /// At most this many jobs share one transaction, so one commit never grows unbounded.
@@ -82,12 +84,23 @@ impl Writer {
         generation: Arc<AtomicU64>,
         describe: impl Fn(rusqlite::Error) -> StoreFailure + Send + 'static,
         flush: Flush,
+        retention: Retention,
     ) -> StoreResult<Self> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let batch_done = flush.clone();
         let thread = std::thread::Builder::new()
             .name("idempotent-tools-sqlite-writer".into())
-            .spawn(move || run(&file, opened, &generation, jobs, describe, &*batch_done))
+            .spawn(move || {
+                run(
+                    &file,
+                    opened,
+                    &generation,
+                    jobs,
+                    describe,
+                    &*batch_done,
+                    &retention,
+                )
+            })
             .map_err(|e| {
                 StoreFailure::new(format!("cannot start the store's writer thread: {e}"))
             })?;
@@ -142,9 +155,30 @@ fn run(
     jobs: mpsc::Receiver<Box<dyn Job>>,
     describe: impl Fn(rusqlite::Error) -> StoreFailure,
     flush: &(dyn Fn() + Send + Sync),
+    retention: &Retention,
 ) {
     let (mut conn, mut id) = opened;
-    while let Ok(first) = jobs.recv() {
+    // Pruning (see `retention.rs`) runs between batches: when the queue has been quiet
+    // until the next pass is due, or after a batch once it is.
+    let mut next_prune = Instant::now() + retention.interval;
+    let prune = |conn: &Connection, id: Option<FileId>| {
+        // Only on the file at the path (a replaced one is reopened by the next batch).
+        let more = id.is_some() && file.identity() == id && retention.pass(conn);
+        if more {
+            Instant::now()
+        } else {
+            Instant::now() + retention.interval
+        }
+    };
+    loop {
+        let first = match jobs.recv_timeout(next_prune.saturating_duration_since(Instant::now())) {
+            Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                next_prune = prune(&conn, id);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
@@ -176,6 +210,9 @@ fn run(
             job.settle(commit.clone());
         }
         flush();
+        if Instant::now() >= next_prune {
+            next_prune = prune(&conn, id);
+        }
     }
 }
 

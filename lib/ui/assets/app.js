@@ -5,6 +5,23 @@ const token = document.querySelector('meta[name="inspector-token"]').content;
 const $ = (selector) => document.querySelector(selector);
 const REFRESH_MS = 2000;
 const expanded = new Set();
+// The list comes without results; Details fetches its record whole (once per state of it).
+const details = new Map();
+let shown = null;
+const stateOf = (r) => `${r.status}|${r.updatedAt}|${r.attempts}`;
+
+async function loadDetails(r) {
+  const state = stateOf(r);
+  if (details.get(r.key)?.state === state) return;
+  details.set(r.key, { state, record: null });
+  try {
+    const { record } = await api(`api/record?key=${encodeURIComponent(r.key)}`);
+    details.set(r.key, { state, record });
+  } catch (err) {
+    details.set(r.key, { state, record: null, error: err.message });
+  }
+  if (shown) renderRecords(shown);
+}
 
 async function api(path, init = {}) {
   const res = await fetch(path, { ...init, headers: { 'x-inspector-token': token, ...(init.headers || {}) } });
@@ -84,7 +101,10 @@ function showError(message) {
   $('#error').textContent = message;
 }
 
-function detailRow(r) {
+function detailRow(listed) {
+  const loaded = details.get(listed.key);
+  if (loaded?.state !== stateOf(listed)) loadDetails(listed);
+  const r = loaded?.record ?? listed;
   const meta = r.meta || {};
   const lines = [
     ['key', r.key],
@@ -94,13 +114,16 @@ function detailRow(r) {
     ['framework', meta.framework], ['project', meta.project || r.namespace], ['scope', meta.scope], ['tool call', meta.toolCallId],
     ['arguments', meta.argsPreview],
     ['error', r.error ? `${r.error.name}: ${r.error.message}` : undefined],
-    ['result', r.status === 'completed' && !r.error ? (r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2)) : undefined],
+    ['result', r.status === 'completed' && !r.error
+      ? (loaded?.error ? `(not loaded: ${loaded.error})` : !loaded?.record ? 'loading…' : r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2))
+      : undefined],
   ].filter(([, v]) => v !== undefined && v !== null && v !== '');
   return el('tr', { class: 'detail', dataset: { detailOf: r.key } },
     el('td', { colspan: '10' }, el('pre', {}, lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n'))));
 }
 
 function renderRecords({ records, matched, where, now }) {
+  shown = { records, matched, where, now };
   $('#where').textContent = where;
   $('#count').textContent = matched > records.length ? `${records.length} of ${matched}` : `${records.length}`;
   const body = $('#records tbody');

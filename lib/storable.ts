@@ -1,0 +1,46 @@
+/**
+ * What a completion stores of a value that `fn` (or a step) returned: its JSON text, or,
+ * when it cannot be stored (not JSON data, or over `maxResultBytes`), the error the
+ * completed record keeps instead. The side effect has happened either way, so the record
+ * is completed and never runs again; the caller and every replay get a `TypeError`.
+ * One rule for calls and steps.
+ */
+
+import { Unencodable, resultJson } from './canonical.js';
+import { resultTooLarge } from './limits.js';
+import type { RecordError } from './store.js';
+
+/** How the messages name what ran: a call (`"charge"`, the function) or a step. */
+export interface Ran {
+  /** `"charge"` or `step charge.step("email")`. */
+  who: string;
+  /** 'call' or 'step'. */
+  kind: 'call' | 'step';
+}
+
+export function storableResult(value: unknown, maxResultBytes: number, ran: Ran): { resultJson?: string; unstorable?: RecordError } {
+  if (value === undefined) return {};
+  const from = ran.kind === 'call' ? 'the function' : 'the step';
+  // A call's record can be cleared to run it again; a step goes with its call.
+  const after = ran.kind === 'call' ? ' (and clear this key to run it again)' : '';
+  const unstorable = (why: string, fix: string): { unstorable: RecordError } => ({
+    unstorable: {
+      name: 'TypeError',
+      message:
+        `idempotent-tools: ${ran.who} ran, but its result cannot be stored: ${why}. ` +
+        `The ${ran.kind} is recorded as completed and will not run again; ${fix}${after}`,
+    },
+  });
+  let json: string;
+  try {
+    json = resultJson(value);
+  } catch (err) {
+    if (!(err instanceof Unencodable)) throw err;
+    return unstorable(`${err.pathFrom('result')} is ${err.what}`, `return JSON data from ${from}`);
+  }
+  const tooLarge = resultTooLarge(json, maxResultBytes);
+  if (tooLarge !== undefined) {
+    return unstorable(tooLarge, `return less from ${from}, or raise ${ran.kind === 'call' ? 'maxResultBytes' : "the call's maxResultBytes"}`);
+  }
+  return { resultJson: json };
+}
