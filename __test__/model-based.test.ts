@@ -8,7 +8,7 @@
 //
 // Replay a failure: IDT_MODEL_SEED=<seed> IDT_MODEL_PATH=<path> (as printed), and
 // IDT_MODEL_TARGETS=sqlite,redis,postgres,tx to pick targets. IDT_MODEL_RUNS sets the
-// runs per target; IDT_MODEL_SHRINK_MS bounds the time spent shrinking a failure.
+// runs per target; IDT_MODEL_TIME_MS bounds each target's runs and shrinking (default 30 s).
 
 import { afterAll, describe, it } from 'vitest';
 import fc from 'fast-check';
@@ -56,7 +56,7 @@ describe('model-based test of the call protocol', () => {
       numRuns: runs,
       seed,
       path,
-        shrinkMs: process.env.IDT_MODEL_SHRINK_MS === undefined ? undefined : Number(process.env.IDT_MODEL_SHRINK_MS),
+        timeLimitMs: process.env.IDT_MODEL_TIME_MS === undefined ? undefined : Number(process.env.IDT_MODEL_TIME_MS),
       });
     } finally {
       printStats(`${target}, ${Date.now() - started} ms`);

@@ -52,9 +52,9 @@ function timesFor(target: Target): Times {
   const slow = target === 'sqlite' ? 1 : 1.5;
   return {
     ttl: Math.round(300 * slow),
-    childLease: Math.round(500 * slow),
-    slowLease: Math.round(200 * slow),
-    slowHold: Math.round(700 * slow),
+    childLease: Math.round(300 * slow),
+    slowLease: Math.round(400 * slow),
+    slowHold: Math.round(900 * slow),
     copyHold: 40,
     longLease: 20_000,
     pollTimeout: 5_000,
@@ -192,7 +192,7 @@ export interface RunOptions {
   numRuns?: number;
   seed?: number;
   path?: string;
-  shrinkMs?: number;
+  timeLimitMs?: number;
 }
 
 const argsIdOf = (order: Order, cents: Cents) => `${order}:${cents}`;
@@ -216,7 +216,9 @@ function slotOf(env: RunEnv, key: string): SlotState {
 function bodyStarted(env: RunEnv, key: string, argsId: string, run: string, t: number, inProcess: boolean): void {
   const s = slotOf(env, key);
   const v = env.violations;
-  if (inProcess && s.inFlight.size > 0) {
+  if (inProcess && s.inFlight.size > 0 && loopStall() < env.times.slowLease / 2) {
+    // (Unless this process stalled long enough that the first owner's renewals may have
+    // lapsed: a hung owner may be taken over.)
     v.push(`[${s.id}] fn started (run ${run}) while run ${[...s.inFlight].join(', ')} of the same key was still inside fn in this process, alive and renewing its lease: two owners at once (a live claim must never be taken; with ttlMs set this is finding 6, a pending record expiring ttlMs after its claim)`);
   }
   if (s.status === 'completed' && !mayExpire(env, s, t)) {
@@ -241,6 +243,20 @@ function bodyStarted(env: RunEnv, key: string, argsId: string, run: string, t: n
   }
   if (inProcess) s.inFlight.add(run);
 }
+
+/** The longest this process's event loop stalled since the current command began (ms). */
+let lastTick = performance.now();
+let maxStall = 0;
+setInterval(() => {
+  const now = performance.now();
+  maxStall = Math.max(maxStall, now - lastTick - 10);
+  lastTick = now;
+}, 10).unref();
+const loopStall = () => Math.max(maxStall, performance.now() - lastTick - 10);
+const resetStall = () => {
+  maxStall = 0;
+  lastTick = performance.now();
+};
 
 function bodyEnded(env: RunEnv, key: string, run: string): void {
   env.model.slots.get(env.slotOfKey.get(key) ?? '')?.inFlight.delete(run);
@@ -470,7 +486,12 @@ class CallCommand implements Cmd {
     return m.target !== undefined;
   }
 
-  async run(m: Model, env: RunEnv): Promise<void> {
+  run(m: Model, env: RunEnv): Promise<void> {
+    return timed('call', () => this.execute(m, env));
+  }
+
+  async execute(m: Model, env: RunEnv): Promise<void> {
+    resetStall();
     const start = Date.now();
     const s = m.slots.get(slotId(this.slot))!;
     const [order, cents] = this.args;
@@ -617,7 +638,11 @@ class KillOwnerCommand implements Cmd {
     return m.slots.get(slotId(this.slot))!.status !== 'dead' && !(m.target === 'tx' && this.steps > 0);
   }
 
-  async run(m: Model, env: RunEnv): Promise<void> {
+  run(m: Model, env: RunEnv): Promise<void> {
+    return timed('killOwner', () => this.execute(m, env));
+  }
+
+  async execute(m: Model, env: RunEnv): Promise<void> {
     const start = Date.now();
     const s = m.slots.get(slotId(this.slot))!;
     const [order, cents] = this.args;
@@ -709,7 +734,11 @@ class WaitTtlCommand implements Cmd {
     return m.ttl !== undefined && m.settledSinceWait;
   }
 
-  async run(m: Model, env: RunEnv): Promise<void> {
+  run(m: Model, env: RunEnv): Promise<void> {
+    return timed('waitPastTtl', () => this.execute(m, env));
+  }
+
+  async execute(m: Model, env: RunEnv): Promise<void> {
     let until = 0;
     for (const s of m.slots.values()) if (s.status !== 'none') until = Math.max(until, s.to + m.ttl! + 10);
     count('command waitPastTtl');
@@ -737,7 +766,11 @@ class WaitLeaseCommand implements Cmd {
     return [...m.slots.values()].some((s) => s.status === 'dead' && s.dead !== undefined && !s.dead.leaseExpired);
   }
 
-  async run(m: Model, env: RunEnv): Promise<void> {
+  run(m: Model, env: RunEnv): Promise<void> {
+    return timed('waitPastDeadOwnersLease', () => this.execute(m, env));
+  }
+
+  async execute(m: Model, env: RunEnv): Promise<void> {
     const dead = [...m.slots.values()].filter((s) => s.status === 'dead' && s.dead !== undefined);
     count('command waitPastDeadOwnersLease');
     await clockPast(Math.max(...dead.map((s) => s.dead!.leaseEnd)) + 20);
@@ -750,21 +783,30 @@ class WaitLeaseCommand implements Cmd {
   }
 }
 
+/**
+ * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, reuse) leaves a feature
+ * out of the generated sequences, to look past a fault already found; CI leaves it unset.
+ */
+const excluded = new Set((process.env.IDT_MODEL_EXCLUDE ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+
 function commandArbs(fc: Fc) {
   const slot = fc.constantFrom(...ALL_SLOTS);
-  const cents = fc.constantFrom<Cents>(100, 150);
+  const cents = excluded.has('reuse') ? fc.constant<Cents>(100) : fc.constantFrom<Cents>(100, 150);
   const plan = fc.record({
-    steps: fc.constantFrom<0 | 1 | 2>(0, 1, 1, 2),
+    steps: excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 1, 2),
     outcome: fc.constantFrom<Outcome>('ok', 'ok', 'throw', 'interrupt'),
-    slow: fc.constantFrom(false, false, false, false, false, true),
+    slow: excluded.has('slow') ? fc.constant(false) : fc.constantFrom(false, false, false, false, false, false, false, true),
   });
+  const copies = excluded.has('copies') ? fc.constant<1>(1) : fc.constantFrom<1 | 2 | 3>(1, 1, 1, 2, 3);
   const call = fc
-    .tuple(slot, cents, plan, fc.constantFrom<1 | 2 | 3>(1, 1, 1, 2, 3), fc.constantFrom<OnDup>('raise', 'block'))
+    .tuple(slot, cents, plan, copies, fc.constantFrom<OnDup>('raise', 'block'))
     .map(([s, c, p, n, d]) => new CallCommand(s, c, p, n, d) as Cmd);
-  const kill = fc.tuple(slot, cents, fc.constantFrom<0 | 1 | 2>(0, 1, 2), fc.boolean()).map(([s, c, n, ch]) => new KillOwnerCommand(s, c, n, ch) as Cmd);
+  const kill = fc
+    .tuple(slot, cents, excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 2), fc.boolean())
+    .map(([s, c, n, ch]) => new KillOwnerCommand(s, c, n, ch) as Cmd);
   const waitTtl = fc.constant(null).map(() => new WaitTtlCommand() as Cmd);
   const waitLease = fc.constant(null).map(() => new WaitLeaseCommand() as Cmd);
-  return [call, call, call, call, kill, waitTtl, waitLease];
+  return excluded.has('kill') ? [call, call, call, call, waitTtl] : [call, call, call, call, kill, waitTtl, waitLease];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -774,7 +816,13 @@ let runCounter = 0;
 
 /** What the runs did (printed with IDT_MODEL_STATS=1): commands by kind, outcomes by kind. */
 export const stats = new Map<string, number>();
-const count = (what: string) => stats.set(what, (stats.get(what) ?? 0) + 1);
+const count = (what: string, n = 1) => stats.set(what, (stats.get(what) ?? 0) + n);
+
+/** Runs one command, counting the time it took under its kind (for IDT_MODEL_STATS). */
+function timed(kind: string, body: () => Promise<void>): Promise<void> {
+  const t0 = performance.now();
+  return body().finally(() => count(`ms in ${kind}`, Math.round(performance.now() - t0)));
+}
 
 async function openRun(options: RunOptions, ttl: number | undefined): Promise<RunEnv> {
   const target = options.target;
@@ -832,7 +880,7 @@ async function closeRun(env: RunEnv): Promise<void> {
 
 export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
   const times = timesFor(options.target);
-  const numRuns = options.numRuns ?? { sqlite: 25, redis: 20, postgres: 15, tx: 15 }[options.target];
+  const numRuns = options.numRuns ?? { sqlite: 40, redis: 25, postgres: 20, tx: 25 }[options.target];
   const property = fc.asyncProperty(
     process.env.IDT_MODEL_TTL === 'none' ? fc.constant(undefined)
       : process.env.IDT_MODEL_TTL === 'only' ? fc.constant(times.ttl)
@@ -852,7 +900,9 @@ export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
     numRuns,
     ...(options.seed === undefined ? {} : { seed: options.seed }),
     ...(options.path === undefined ? {} : { path: options.path }),
-    interruptAfterTimeLimit: options.shrinkMs ?? 120_000,
+    // A bound on the whole assert (runs and shrinking): a slow machine does fewer runs
+    // rather than taking longer; a failure found is still reported, shrunk as far as it got.
+    interruptAfterTimeLimit: options.timeLimitMs ?? 30_000,
     markInterruptAsFailure: false,
   });
 }
