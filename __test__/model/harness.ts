@@ -30,6 +30,8 @@ const { idempotentTx } = require(join(ROOT, 'dist', 'pg.js')) as typeof import('
 const OWNER = join(ROOT, '__test__', 'model', 'owner.js');
 
 export const TARGETS = ['sqlite', 'redis', 'postgres', 'tx'] as const;
+/** The lock_timeout of the user's pool (idempotentTx must keep it). */
+const USER_LOCK_TIMEOUT = '4321ms';
 export type Target = (typeof TARGETS)[number];
 
 // ---------------------------------------------------------------------------------------
@@ -54,7 +56,7 @@ function timesFor(target: Target): Times {
     ttl: Math.round(300 * slow),
     childLease: Math.round(300 * slow),
     slowLease: Math.round(400 * slow),
-    slowHold: Math.round(900 * slow),
+    slowHold: Math.round(400 * slow) + 300,
     copyHold: 40,
     longLease: 20_000,
     pollTimeout: 5_000,
@@ -67,7 +69,7 @@ function timesFor(target: Target): Times {
 // The commands' parameters
 
 /** Which key a call uses: an explicit one (withKey), the `key` option's (from `order` only, so other `cents` reuse it), or derived. */
-type Slot = { mode: 'withKey'; k: 0 | 1 } | { mode: 'keyOption'; order: Order } | { mode: 'derived'; order: Order; cents: Cents };
+type Slot = { mode: 'withKey'; k: 0 | 1 | 2 | 3 } | { mode: 'keyOption'; order: Order } | { mode: 'derived'; order: Order; cents: Cents };
 type Order = 'a' | 'b';
 type Cents = 100 | 150;
 type Outcome = 'ok' | 'throw' | 'interrupt';
@@ -80,7 +82,13 @@ interface Plan {
 }
 
 const slotId = (s: Slot) => (s.mode === 'withKey' ? `withKey:k${s.k}` : s.mode === 'keyOption' ? `keyOption:${s.order}` : `derived:${s.order}:${s.cents}`);
+/** Explicit keys 2 and 3 are ones a store may not hold as given (a U+0000, past PostgreSQL's b-tree limit): kept exactly, or refused with a TypeError before anything runs. */
+const EXOTIC_SLOTS: Slot[] = [{ mode: 'withKey', k: 2 }, { mode: 'withKey', k: 3 }];
+const isExotic = (s: Slot) => s.mode === 'withKey' && s.k >= 2;
+const keyDesc = (s: Slot, order: Order) =>
+  s.mode === 'withKey' ? `withKey(k${s.k}${s.k === 2 ? ': contains U+0000' : s.k === 3 ? ': 3 kB long' : ''})` : s.mode === 'keyOption' ? `key option(order ${order})` : 'derived key';
 const ALL_SLOTS: Slot[] = [
+  ...EXOTIC_SLOTS,
   { mode: 'withKey', k: 0 }, { mode: 'withKey', k: 1 },
   { mode: 'keyOption', order: 'a' }, { mode: 'keyOption', order: 'b' },
   ...(['a', 'b'] as const).flatMap((order) => ([100, 150] as const).map((cents) => ({ mode: 'derived' as const, order, cents }))),
@@ -324,7 +332,7 @@ function makeFns(env: RunEnv) {
         steps.push(value);
       }
       await hold(env, ctx);
-      throwIfPlanned(ctx, run, interrupt);
+      throwIfPlanned(env, key, argsId, ctx, run, interrupt);
       return { key, argsId, run, steps };
     } finally {
       bodyEnded(env, key, run);
@@ -341,6 +349,10 @@ function makeFns(env: RunEnv) {
     try {
       if (ctx === undefined) throw new Violation('harness: fn ran outside a command');
       ctx.runs.push(run);
+      const { rows } = await client.query('SHOW lock_timeout');
+      if (rows[0]?.lock_timeout !== USER_LOCK_TIMEOUT) {
+        env.violations.push(`[${slotOf(env, key).id}] inside idempotentTx fn's session has lock_timeout ${rows[0]?.lock_timeout}, not the user's own ${USER_LOCK_TIMEOUT} (idempotentTx must never change the user's session settings: finding 5)`);
+      }
       await insert('body');
       const steps: StepRes[] = [];
       for (let i = 1; i <= ctx.plan.steps; i++) {
@@ -353,7 +365,7 @@ function makeFns(env: RunEnv) {
         steps.push(value);
       }
       await hold(env, ctx);
-      throwIfPlanned(ctx, run, interrupt);
+      throwIfPlanned(env, key, argsId, ctx, run, interrupt);
       await insert('charge');
       return { key, argsId, run, steps };
     } finally {
@@ -368,8 +380,12 @@ async function hold(env: RunEnv, ctx: CallCtx) {
   await new Promise((r) => setTimeout(r, ms));
 }
 
-function throwIfPlanned(ctx: CallCtx, run: string, interrupt: (run: string) => Error) {
+function throwIfPlanned(env: RunEnv, key: string, argsId: string, ctx: CallCtx, run: string, interrupt: (run: string) => Error) {
   if (ctx.plan.outcome === 'ok') return;
+  if (ctx.plan.outcome === 'interrupt' && env.target !== 'tx') {
+    // From now on the call is unfinished (interrupted): its steps must be replayed whatever ttlMs says.
+    for (const mem of slotOf(env, key).steps.get(argsId)?.values() ?? []) mem.strict = true;
+  }
   const err = ctx.plan.outcome === 'throw' ? new Error(`card declined in ${run}`) : interrupt(run);
   ctx.thrown.add(err);
   throw err;
@@ -578,13 +594,19 @@ class CallCommand implements Cmd {
         }
         continue;
       }
+      if (err instanceof TypeError && isExotic(this.slot) && ctx.runs.length === 0) continue; // a key the store cannot hold, refused before anything ran
+      if (code === 'STORE_ERROR' && isExotic(this.slot)) {
+        v.push(`[${s.id}] a key the store cannot hold was answered with StoreError (the outage class callers retry), not kept exactly or refused with a TypeError before anything runs (finding 9): ${what}`);
+        continue;
+      }
       if (code === 'LEASE_LOST' && env.target === 'tx') continue; // allowed if nothing of it committed (checked below)
       if (err instanceof TypeError && env.target === 'tx' && this.plan.steps > 0) continue; // step() refused inside idempotentTx
       v.push(`[${s.id}] unexpected ${what} (status before ${pre.status}, onDuplicate ${this.onDuplicate})`);
     }
 
     // A key whose record is absent, or failed for these same arguments, runs.
-    const mustRun = this.copies === 1 && (pre.status === 'none' || (pre.status === 'failed' && pre.argsId === argsId));
+    const refused = outcomes.every((o) => o.status === 'rejected' && (o.reason instanceof TypeError || (o.reason as { code?: string })?.code === 'STORE_ERROR')) && isExotic(this.slot);
+    const mustRun = !refused && this.copies === 1 && (pre.status === 'none' || (pre.status === 'failed' && pre.argsId === argsId));
     if (mustRun && ctx.runs.length === 0) {
       const o = outcomes[0];
       v.push(`[${s.id}] the key had no live record (status ${pre.status}) but fn did not run: ${o.status === 'fulfilled' ? JSON.stringify(o.value) : String((o.reason as Error)?.message)}`);
@@ -614,7 +636,7 @@ class CallCommand implements Cmd {
 
   toString(): string {
     const [order, cents] = this.args;
-    const key = this.slot.mode === 'withKey' ? `withKey(k${this.slot.k})` : this.slot.mode === 'keyOption' ? `key option(order ${order})` : 'derived key';
+    const key = keyDesc(this.slot, order);
     const plan = `${this.plan.steps} step${this.plan.steps === 1 ? '' : 's'} then ${this.plan.outcome}${this.plan.slow ? ', slow (outlives its lease and ttl)' : ''}`;
     return `call(${key}, ${order}:${cents}, ${plan}${this.copies > 1 ? `, ${this.copies} concurrent copies` : ''}, ${this.onDuplicate})`;
   }
@@ -668,6 +690,7 @@ class KillOwnerCommand implements Cmd {
       child.once('exit', (code) => done(`EXIT ${code} ${out} ${stderr}`));
     }), `${this} (the child's first line)`);
     const v = env.violations;
+    const lineAt = Date.now(); // the owner did what it logged before this (the time its records may have expired by)
     count(`command killOwner: ${line.split(' ')[0]}`);
     if (line.startsWith('RUNNING ')) {
       child.kill('SIGKILL');
@@ -682,13 +705,13 @@ class KillOwnerCommand implements Cmd {
           ? readFileSync(env.log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { key: string; kind: string; argsId: string; run: string }).filter((e) => e.run === run)
           : [];
         for (const e of entries) {
-          if (e.kind === 'body') bodyStarted(env, e.key, e.argsId, run, start, false);
-          else if (/^s\d$/.test(e.kind)) stepStarted(env, e.key, e.kind, e.argsId, run, start);
+          if (e.kind === 'body') bodyStarted(env, e.key, e.argsId, run, lineAt, false);
+          else if (/^s\d$/.test(e.kind)) stepStarted(env, e.key, e.kind, e.argsId, run, lineAt);
         }
         for (const st of result.steps) stepSeen(env, s.key, st.label, argsId, st, start);
       } else {
         // Its transaction died with it: nothing of it committed, and the record is as before.
-        bodyStarted(env, s.key, argsId, run, start, false);
+        bodyStarted(env, s.key, argsId, run, lineAt, false);
       }
       if (env.target !== 'tx') {
         s.status = 'dead';
@@ -712,7 +735,10 @@ class KillOwnerCommand implements Cmd {
       env.children.delete(child);
       const [, code] = line.split(' ');
       const held = pre.status !== 'none' && pre.argsId !== undefined && pre.argsId !== argsId;
-      if (!(code === 'KEY_MISMATCH' && held)) v.push(`[${s.id}] another process's call with args ${argsId} failed (status before ${pre.status}, args ${pre.argsId ?? '-'}): ${line}`);
+      const refusedKey = isExotic(this.slot) && code === 'TypeError';
+      if (code === 'STORE_ERROR' && isExotic(this.slot)) {
+        v.push(`[${s.id}] another process's call under a key the store cannot hold got StoreError, not the key kept exactly or a TypeError before anything runs (finding 9): ${line}`);
+      } else if (!(code === 'KEY_MISMATCH' && held) && !refusedKey) v.push(`[${s.id}] another process's call with args ${argsId} failed (status before ${pre.status}, args ${pre.argsId ?? '-'}): ${line}`);
     } else {
       env.children.delete(child);
       throw new Error(`harness: the owner process did not start: ${line}`);
@@ -723,8 +749,62 @@ class KillOwnerCommand implements Cmd {
 
   toString(): string {
     const [order, cents] = this.args;
-    const key = this.slot.mode === 'withKey' ? `withKey(k${this.slot.k})` : this.slot.mode === 'keyOption' ? `key option(order ${order})` : 'derived key';
+    const key = keyDesc(this.slot, order);
     return `killOwner(${key}, ${order}:${cents}, ${this.steps} step${this.steps === 1 ? '' : 's'}${this.charge ? ', after its side effect' : ', before its side effect'}, SIGKILL inside fn)`;
+  }
+}
+
+/**
+ * Wraps a second, different function under the run's name on the same store (for
+ * idempotentTx: the same pool and table): the wrap must be a TypeError, or a call of it
+ * would be answered with the first function's records.
+ */
+class SecondFunctionCommand implements Cmd {
+  constructor(readonly slot: Slot, readonly cents: Cents) {}
+
+  check(): boolean {
+    return true;
+  }
+
+  run(m: Model, env: RunEnv): Promise<void> {
+    return timed('secondFunction', () => this.execute(m, env));
+  }
+
+  async execute(m: Model, env: RunEnv): Promise<void> {
+    count('command secondFunction');
+    const s = m.slots.get(slotId(this.slot))!;
+    const order: Order = this.slot.mode === 'withKey' ? (this.cents === 100 ? 'a' : 'b') : this.slot.mode === 'keyOption' ? this.slot.order : this.slot.order;
+    const cents: Cents = this.slot.mode === 'derived' ? this.slot.cents : this.cents;
+    const other = async function addOrder(...args: unknown[]) {
+      return { other: true, args: args.slice(-2) };
+    };
+    const options = { name: env.name, ...(m.ttl === undefined ? {} : { ttlMs: m.ttl }), pollTimeoutMs: env.times.pollTimeout };
+    let wrapped: ((...a: unknown[]) => Promise<unknown>) & { withKey(k: string): (...a: unknown[]) => Promise<unknown> };
+    try {
+      wrapped = (env.target === 'tx'
+        ? idempotentTx(other as never, { pool: env.pool!, table: env.options.recordsTable, ...options })
+        : lib.idempotent(other, { store: env.store!, ...options })) as never;
+    } catch (err) {
+      if (!(err instanceof TypeError)) env.violations.push(`[${s.id}] wrapping a second function under the name ${env.name} threw ${(err as Error)?.name}, not a TypeError`);
+      flush(env, this.toString());
+      return;
+    }
+    let got: string;
+    try {
+      const call = this.slot.mode === 'withKey' ? wrapped.withKey(env.keys.get(slotId(this.slot))!) : wrapped;
+      got = JSON.stringify(await within(env.times.pollTimeout + env.times.margin, call(order, cents), this.toString()));
+    } catch (err) {
+      got = `${(err as Error)?.name}: ${(err as Error)?.message}`;
+    }
+    env.violations.push(
+      `[${s.id}] a second, different function was wrapped under the name ${env.name} on the same ${env.target === 'tx' ? 'pool and table' : 'store'} without a TypeError ` +
+        `(its call of ${order}:${cents} got ${got.slice(0, 300)})${env.target === 'tx' ? ': finding 4, two idempotentTx wrappers of one name on one table share keys' : ''}`,
+    );
+    flush(env, this.toString());
+  }
+
+  toString(): string {
+    return `wrapSecondFunctionUnderSameName(then call it with ${slotId(this.slot)})`;
   }
 }
 
@@ -784,13 +864,14 @@ class WaitLeaseCommand implements Cmd {
 }
 
 /**
- * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, reuse) leaves a feature
+ * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, reuse, exotic, second) leaves a feature
  * out of the generated sequences, to look past a fault already found; CI leaves it unset.
  */
 const excluded = new Set((process.env.IDT_MODEL_EXCLUDE ?? '').split(',').map((s) => s.trim()).filter(Boolean));
 
 function commandArbs(fc: Fc) {
-  const slot = fc.constantFrom(...ALL_SLOTS);
+  const plain = fc.constantFrom(...ALL_SLOTS.filter((x) => !isExotic(x)));
+  const slot = excluded.has('exotic') ? plain : fc.oneof({ arbitrary: plain, weight: 12 }, { arbitrary: fc.constantFrom(...EXOTIC_SLOTS), weight: 1 });
   const cents = excluded.has('reuse') ? fc.constant<Cents>(100) : fc.constantFrom<Cents>(100, 150);
   const plan = fc.record({
     steps: excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 1, 2),
@@ -806,7 +887,9 @@ function commandArbs(fc: Fc) {
     .map(([s, c, n, ch]) => new KillOwnerCommand(s, c, n, ch) as Cmd);
   const waitTtl = fc.constant(null).map(() => new WaitTtlCommand() as Cmd);
   const waitLease = fc.constant(null).map(() => new WaitLeaseCommand() as Cmd);
-  return excluded.has('kill') ? [call, call, call, call, waitTtl] : [call, call, call, call, kill, waitTtl, waitLease];
+  const second = fc.tuple(slot, cents).map(([s, c]) => new SecondFunctionCommand(s, c) as Cmd);
+  const base = [call, call, call, call, call, call, call, call, waitTtl, waitTtl, ...(excluded.has('second') ? [] : [second])];
+  return excluded.has('kill') ? base : [...base, kill, kill, waitLease, waitLease];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -857,12 +940,13 @@ async function openRun(options: RunOptions, ttl: number | undefined): Promise<Ru
   } else if (target === 'postgres') {
     env.store = new lib.PostgresStore({ url: options.pgUrl, table: options.recordsTable }) as never;
   } else {
-    env.pool = new Pool({ connectionString: options.pgUrl, max: 6 });
+    // The user's own session setting, which idempotentTx must leave as it is.
+    env.pool = new Pool({ connectionString: options.pgUrl, max: 6, options: `-c lock_timeout=${USER_LOCK_TIMEOUT}` });
   }
   const keyer = wrap(env, { mode: 'derived', order: 'a', cents: 100 }, 'raise', { steps: 0, outcome: 'ok', slow: false }) as unknown as { keyFor(o: Order, c: Cents): string };
   for (const slot of ALL_SLOTS) {
     const key =
-      slot.mode === 'withKey' ? `${ns}:k${slot.k}` : slot.mode === 'keyOption' ? `${ns}:order-${slot.order}` : keyer.keyFor(slot.order, slot.cents);
+      slot.mode === 'withKey' ? [`${ns}:k0`, `${ns}:k1`, `${ns}:k2\u0000nul`, `${ns}:k3:${'x'.repeat(3000)}`][slot.k] : slot.mode === 'keyOption' ? `${ns}:order-${slot.order}` : keyer.keyFor(slot.order, slot.cents);
     const id = slotId(slot);
     env.keys.set(id, key);
     env.slotOfKey.set(key, id);
