@@ -79,6 +79,28 @@ interface Plan {
   steps: 0 | 1 | 2;
   outcome: Outcome;
   slow: boolean;
+  /** SQLite: right after the first step's side effect, another process holds the file's write lock for LOCK_HOLD_MS (longer than the store's busy timeout). */
+  lockAfterStep: boolean;
+}
+
+/** The SQLite store's busy timeout in these runs, and how long another process holds the lock: a settle must outlast it by retrying. */
+const BUSY_TIMEOUT_MS = 100;
+const LOCK_HOLD_MS = 300;
+const LOCK_HOLDER = join(ROOT, '__test__', 'model', 'lock-holder.py');
+
+/** Another process takes the SQLite file's write lock; resolves once it holds it. */
+function holdSqliteLock(db: string): Promise<void> {
+  return new Promise((done, fail) => {
+    const child = spawn('python3', [LOCK_HOLDER, db, String(LOCK_HOLD_MS)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      if (out.includes('LOCKED')) done();
+    });
+    child.stderr!.on('data', (d) => (err += d));
+    child.once('exit', (code) => fail(new Violation(`harness: the lock holder exited (${code}) before it held the lock: ${err}`)));
+  });
 }
 
 const slotId = (s: Slot) => (s.mode === 'withKey' ? `withKey:k${s.k}` : s.mode === 'keyOption' ? `keyOption:${s.order}` : `derived:${s.order}:${s.cents}`);
@@ -238,7 +260,7 @@ function bodyStarted(env: RunEnv, key: string, argsId: string, run: string, t: n
   }
   if (s.status === 'dead' && s.dead !== undefined) {
     if (s.argsId !== argsId) {
-      v.push(`[${s.id}] fn ran (run ${run}, args ${argsId}) over the pending claim of another call (args ${s.argsId}, owner ${s.dead.run} killed inside fn): the record has another fingerprint, so the call must be KeyMismatchError`);
+      v.push(`[${s.id}] fn ran (run ${run}, args ${argsId}) over the pending claim of another call (args ${s.argsId}, owner ${s.dead.run} killed inside fn): the record has another fingerprint, so the call must be KeyMismatchError${env.model.ttl !== undefined ? ` (ttlMs ${env.model.ttl}: finding 6, the dead owner's pending record expired by ttlMs)` : ''}`);
     } else if (s.dead.reconcile === undefined) {
       v.push(
         `[${s.id}] fn ran again (run ${run}) over the record of owner ${s.dead.run}, killed inside fn${s.dead.charged ? ' after its side effect' : ''}, without reconcile being asked: ` +
@@ -334,8 +356,10 @@ function makeFns(env: RunEnv) {
       const steps: StepRes[] = [];
       for (let i = 1; i <= ctx.plan.steps; i++) {
         const label = `s${i}`;
-        const value = await lib.step(label, () => {
+        const value = await lib.step(label, async () => {
           stepStarted(env, key, label, argsId, run, Date.now());
+          // The step's side effect has happened; now another process holds the store's lock while the step settles.
+          if (i === 1 && ctx.plan.lockAfterStep && env.db !== undefined) await holdSqliteLock(env.db);
           return { label, key, argsId, run };
         });
         stepSeen(env, key, label, argsId, value, ctx.start);
@@ -498,6 +522,7 @@ class CallCommand implements Cmd {
     readonly plan: Plan,
     readonly copies: 1 | 2 | 3,
     readonly onDuplicate: OnDup,
+    readonly target: Target,
   ) {}
 
   get order(): Order {
@@ -610,6 +635,10 @@ class CallCommand implements Cmd {
       }
       if (code === 'LEASE_LOST' && env.target === 'tx') continue; // allowed if nothing of it committed (checked below)
       if (err instanceof TypeError && env.target === 'tx' && this.plan.steps > 0) continue; // step() refused inside idempotentTx
+      if (code === 'STORE_ERROR' && this.plan.lockAfterStep && env.target === 'sqlite' && this.plan.steps > 0) {
+        v.push(`[${s.id}] StoreError after another process held the SQLite lock for ${LOCK_HOLD_MS} ms (busy timeout ${BUSY_TIMEOUT_MS} ms) right after a step's side effect: a step's completion must be retried and read back like a call's (finding 8): ${what}`);
+        continue;
+      }
       v.push(`[${s.id}] unexpected ${what} (status before ${pre.status}, onDuplicate ${this.onDuplicate})`);
     }
 
@@ -647,7 +676,8 @@ class CallCommand implements Cmd {
   toString(): string {
     const [order, cents] = this.args;
     const key = keyDesc(this.slot, order);
-    const plan = `${this.plan.steps} step${this.plan.steps === 1 ? '' : 's'} then ${this.plan.outcome}${this.plan.slow ? ', slow (outlives its lease and ttl)' : ''}`;
+    const locked = this.plan.lockAfterStep && this.plan.steps > 0 && this.target === 'sqlite' ? `, another process holds the SQLite lock ${LOCK_HOLD_MS} ms after step 1's side effect` : '';
+    const plan = `${this.plan.steps} step${this.plan.steps === 1 ? '' : 's'}${locked} then ${this.plan.outcome}${this.plan.slow ? ', slow (outlives its lease and ttl)' : ''}`;
     return `call(${key}, ${order}:${cents}, ${plan}${this.copies > 1 ? `, ${this.copies} concurrent copies` : ''}, ${this.onDuplicate})`;
   }
 }
@@ -874,12 +904,12 @@ class WaitLeaseCommand implements Cmd {
 }
 
 /**
- * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, reuse, exotic, second, settings) leaves a feature
+ * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, reuse, exotic, second, settings, lock) leaves a feature
  * out of the generated sequences, to look past a fault already found; CI leaves it unset.
  */
 const excluded = new Set((process.env.IDT_MODEL_EXCLUDE ?? '').split(',').map((s) => s.trim()).filter(Boolean));
 
-function commandArbs(fc: Fc) {
+function commandArbs(fc: Fc, target: Target) {
   const plain = fc.constantFrom(...ALL_SLOTS.filter((x) => !isExotic(x)));
   const slot = excluded.has('exotic') ? plain : fc.oneof({ arbitrary: plain, weight: 12 }, { arbitrary: fc.constantFrom(...EXOTIC_SLOTS), weight: 1 });
   const cents = excluded.has('reuse') ? fc.constant<Cents>(100) : fc.constantFrom<Cents>(100, 150);
@@ -887,11 +917,12 @@ function commandArbs(fc: Fc) {
     steps: excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 1, 2),
     outcome: fc.constantFrom<Outcome>('ok', 'ok', 'throw', 'interrupt'),
     slow: excluded.has('slow') ? fc.constant(false) : fc.constantFrom(false, false, false, false, false, false, false, true),
+    lockAfterStep: excluded.has('lock') || target !== 'sqlite' ? fc.constant(false) : fc.constantFrom(false, false, false, false, false, false, false, true),
   });
   const copies = excluded.has('copies') ? fc.constant<1>(1) : fc.constantFrom<1 | 2 | 3>(1, 1, 1, 2, 3);
   const call = fc
     .tuple(slot, cents, plan, copies, fc.constantFrom<OnDup>('raise', 'block'))
-    .map(([s, c, p, n, d]) => new CallCommand(s, c, p, n, d) as Cmd);
+    .map(([s, c, p, n, d]) => new CallCommand(s, c, p, n, d, target) as Cmd);
   const kill = fc
     .tuple(slot, cents, excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 2), fc.boolean())
     .map(([s, c, n, ch]) => new KillOwnerCommand(s, c, n, ch) as Cmd);
@@ -943,7 +974,7 @@ async function openRun(options: RunOptions, ttl: number | undefined): Promise<Ru
   makeFns(env);
   if (target === 'sqlite') {
     env.db = join(dir, 'store.db');
-    env.store = new lib.SqliteStore({ path: env.db });
+    env.store = new lib.SqliteStore({ path: env.db, busyTimeoutMs: BUSY_TIMEOUT_MS });
   } else if (target === 'redis') {
     env.prefix = uniquePrefix();
     env.store = new lib.RedisStore({ url: options.redisUrl!, prefix: env.prefix }) as never;
@@ -953,7 +984,7 @@ async function openRun(options: RunOptions, ttl: number | undefined): Promise<Ru
     // The user's own session setting, which idempotentTx must leave as it is.
     env.pool = new Pool({ connectionString: options.pgUrl, max: 6, options: `-c lock_timeout=${USER_LOCK_TIMEOUT}` });
   }
-  const keyer = wrap(env, { mode: 'derived', order: 'a', cents: 100 }, 'raise', { steps: 0, outcome: 'ok', slow: false }) as unknown as { keyFor(o: Order, c: Cents): string };
+  const keyer = wrap(env, { mode: 'derived', order: 'a', cents: 100 }, 'raise', { steps: 0, outcome: 'ok', slow: false, lockAfterStep: false }) as unknown as { keyFor(o: Order, c: Cents): string };
   for (const slot of ALL_SLOTS) {
     const key =
       slot.mode === 'withKey' ? [`${ns}:k0`, `${ns}:k1`, `${ns}:k2\u0000nul`, `${ns}:k3:${'x'.repeat(3000)}`][slot.k] : slot.mode === 'keyOption' ? `${ns}:order-${slot.order}` : keyer.keyFor(slot.order, slot.cents);
@@ -979,7 +1010,7 @@ export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
     process.env.IDT_MODEL_TTL === 'none' ? fc.constant(undefined)
       : process.env.IDT_MODEL_TTL === 'only' ? fc.constant(times.ttl)
         : fc.constantFrom<number | undefined>(undefined, times.ttl),
-    fc.commands(commandArbs(fc), { maxCommands: 12, size: '+1', replayPath: process.env.IDT_MODEL_REPLAY_PATH }),
+    fc.commands(commandArbs(fc, options.target), { maxCommands: 12, size: '+1', replayPath: process.env.IDT_MODEL_REPLAY_PATH }),
     async (ttl, cmds) => {
       count(`runs with ttl ${ttl ?? 'none'}`);
       const env = await openRun(options, ttl);
