@@ -1,10 +1,24 @@
 // A model-based test of the call protocol (issue 19, "The checks that let them through"):
-// random sequences of calls (explicit keys reused with other arguments, derived keys),
-// concurrent duplicates under 'raise' and 'block', steps, interrupts, failures, slow
-// calls that outlive their lease, owners killed with SIGKILL inside fn, lease expiry and
-// TTL expiry, run by fast-check against real SQLite, Redis and PostgreSQL stores and
-// through idempotentTx. A small model of what must hold (model/checker.ts) is checked
-// after every command, and inline while fn and its steps run.
+// fast-check generates sequences of commands, runs them against real SQLite, Redis and
+// PostgreSQL stores and through idempotentTx, and checks a small model of what must hold
+// after every command and inline while fn and its steps run (model/harness.ts).
+//
+// Commands: a call (explicit key by withKey, by the key option, or derived; arguments from
+// a small set, so explicit keys get reused with other arguments; fn does 0-2 step()s and
+// then returns, throws, or throws a control-flow interrupt; sometimes slow, outliving its
+// lease and ttlMs; on SQLite sometimes another process holds the file's lock right after a
+// step's side effect), run once or as 2-3 concurrent duplicates under 'raise' or 'block';
+// an owner process killed with SIGKILL inside fn (after its steps, before or after its
+// side effect); waiting for the clock to pass every settled record's ttlMs, or every dead
+// owner's lease; wrapping a second function under the same name; explicit keys a store may
+// not hold (U+0000, 3 kB).
+// Invariants: fn and step bodies never run again after a caller (or a run of the same
+// unfinished call) saw their result, unless the record may have expired past ttlMs from
+// its settle, or the owner died and reconcile was asked; never two live owners at once; no
+// call is answered with another call's result, and a step result belongs to its call (key
+// and arguments); a reused key with other arguments is KeyMismatchError; a key without a
+// live record runs; idempotentTx commits exactly the writes of calls that succeeded and
+// leaves the user's session settings alone; nothing hangs past pollTimeoutMs + a margin.
 //
 // Replay a failure: IDT_MODEL_SEED=<seed> IDT_MODEL_PATH=<path> IDT_MODEL_REPLAY_PATH=<replayPath>
 // (all three as printed with the counterexample) and IDT_MODEL_TARGETS=<the failing target>.
@@ -39,7 +53,7 @@ if (needsPg) {
 }
 
 afterAll(async () => {
-  if (needsPg) await sql(`DROP TABLE IF EXISTS "${recordsTable}", "${effectsTable}"`);
+  if (needsPg) await sql(`DROP TABLE IF EXISTS "${recordsTable}_postgres", "${recordsTable}_tx", "${effectsTable}"`);
   if (redis !== undefined) await (await redis).stop();
 });
 
@@ -52,14 +66,14 @@ describe('model-based test of the call protocol', () => {
     const started = Date.now();
     try {
       await runModel(fc, {
-      target,
-      redisUrl: redis === undefined ? undefined : (await redis).url,
-      pgUrl: PG_URL,
-      recordsTable,
-      effectsTable,
-      numRuns: runs,
-      seed,
-      path,
+        target,
+        redisUrl: redis === undefined ? undefined : (await redis).url,
+        pgUrl: PG_URL,
+        recordsTable: `${recordsTable}_${target}`, // PostgresStore's and idempotentTx's records, each in its own table
+        effectsTable,
+        numRuns: runs,
+        seed,
+        path,
         timeLimitMs: process.env.IDT_MODEL_TIME_MS === undefined ? undefined : Number(process.env.IDT_MODEL_TIME_MS),
       });
     } finally {
