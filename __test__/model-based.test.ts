@@ -23,7 +23,7 @@
 // Replay a failure: IDT_MODEL_SEED=<seed> IDT_MODEL_PATH=<path> IDT_MODEL_REPLAY_PATH=<replayPath>
 // (all three as printed with the counterexample) and IDT_MODEL_TARGETS=<the failing target>.
 // IDT_MODEL_TARGETS=sqlite,redis,postgres,tx picks targets; IDT_MODEL_RUNS sets the runs per
-// target; IDT_MODEL_TIME_MS bounds each target's runs and shrinking (default 30 s);
+// target; IDT_MODEL_TIME_MS bounds each target's runs and shrinking (default 20 s);
 // IDT_MODEL_TTL=none|only fixes the runs' ttlMs; IDT_MODEL_EXCLUDE leaves features out
 // (to look past a fault already found; see model/harness.ts); IDT_MODEL_STATS=1 prints
 // what the runs did.

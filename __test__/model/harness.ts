@@ -714,7 +714,7 @@ class KillOwnerCommand implements Cmd {
     const child = spawn(process.execPath, [OWNER, JSON.stringify({
       target: env.target, db: env.db, redis: o.redisUrl, prefix: env.prefix, pg: o.pgUrl, table: o.recordsTable, effects: o.effectsTable,
       ns: env.ns, log: env.log, name: env.name, key: this.slot.mode === 'derived' ? null : env.keys.get(slotId(this.slot)),
-      order, cents, steps: this.steps, charge: this.charge, leaseMs: env.times.childLease, ttlMs: m.ttl ?? null,
+      order, cents, steps: this.steps, charge: this.charge, leaseMs: env.times.childLease, ttlMs: m.ttl ?? null, appName: `model-owner-${env.ns}`,
     })], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     env.children.add(child);
     let stderr = '';
@@ -750,8 +750,16 @@ class KillOwnerCommand implements Cmd {
         }
         for (const st of result.steps) stepSeen(env, s.key, st.label, argsId, st, start);
       } else {
-        // Its transaction died with it: nothing of it committed, and the record is as before.
+        // Its transaction died with it: nothing of it committed, and the record is as before
+        // once the server has noticed and rolled it back (until then its row lock stands).
         bodyStarted(env, s.key, argsId, run, lineAt, false);
+        await within(10_000, (async () => {
+          for (;;) {
+            const { rows } = await env.pool!.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [`model-owner-${env.ns}`]);
+            if (rows[0].n === 0) return;
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        })(), `${this} (the server ending the dead owner's session)`);
       }
       if (env.target !== 'tx') {
         s.status = 'dead';
@@ -893,7 +901,8 @@ class WaitLeaseCommand implements Cmd {
   async execute(m: Model, env: RunEnv): Promise<void> {
     const dead = [...m.slots.values()].filter((s) => s.status === 'dead' && s.dead !== undefined);
     count('command waitPastDeadOwnersLease');
-    await clockPast(Math.max(...dead.map((s) => s.dead!.leaseEnd)) + 20);
+    // (+100 ms: a renewal the owner sent just before it died may be applied a moment later.)
+    await clockPast(Math.max(...dead.map((s) => s.dead!.leaseEnd)) + 100);
     for (const s of dead) s.dead!.leaseExpired = true;
     flush(env, this.toString());
   }
@@ -1005,7 +1014,7 @@ async function closeRun(env: RunEnv): Promise<void> {
 
 export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
   const times = timesFor(options.target);
-  const numRuns = options.numRuns ?? { sqlite: 20, redis: 15, postgres: 12, tx: 15 }[options.target];
+  const numRuns = options.numRuns ?? { sqlite: 20, redis: 18, postgres: 14, tx: 14 }[options.target];
   const property = fc.asyncProperty(
     process.env.IDT_MODEL_TTL === 'none' ? fc.constant(undefined)
       : process.env.IDT_MODEL_TTL === 'only' ? fc.constant(times.ttl)
@@ -1027,7 +1036,7 @@ export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
     ...(options.path === undefined ? {} : { path: options.path }),
     // A bound on the whole assert (runs and shrinking): a slow machine does fewer runs
     // rather than taking longer; a failure found is still reported, shrunk as far as it got.
-    interruptAfterTimeLimit: options.timeLimitMs ?? 30_000,
+    interruptAfterTimeLimit: options.timeLimitMs ?? 20_000,
     markInterruptAsFailure: false,
   });
 }

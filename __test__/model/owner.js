@@ -29,7 +29,7 @@ async function main() {
   if (opts.target === 'tx') {
     const { Pool } = require('pg');
     const { idempotentTx } = require('../../dist/pg.js');
-    const pool = new Pool({ connectionString: opts.pg, max: 2 });
+    const pool = new Pool({ connectionString: opts.pg, max: 2, application_name: opts.appName });
     close = () => pool.end();
     const insert = (client, key, kind) =>
       client.query(`INSERT INTO "${opts.effects}" (ns, key, kind, args_id, run) VALUES ($1, $2, $3, $4, $5)`, [opts.ns, key, kind, argsId, run]);
