@@ -931,7 +931,8 @@ function commandArbs(fc: Fc, target: Target) {
   const copies = excluded.has('copies') ? fc.constant<1>(1) : fc.constantFrom<1 | 2 | 3>(1, 1, 1, 2, 3);
   const call = fc
     .tuple(slot, cents, plan, copies, fc.constantFrom<OnDup>('raise', 'block'))
-    .map(([s, c, p, n, d]) => new CallCommand(s, c, p, n, d, target) as Cmd);
+    // (The lock is held only under a single call: a duplicate waiting meanwhile may get StoreError, which is its due.)
+    .map(([s, c, p, n, d]) => new CallCommand(s, c, n > 1 ? { ...p, lockAfterStep: false } : p, n, d, target) as Cmd);
   const kill = fc
     .tuple(slot, cents, excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 2), fc.boolean())
     .map(([s, c, n, ch]) => new KillOwnerCommand(s, c, n, ch) as Cmd);
