@@ -486,7 +486,7 @@ function flush(env: RunEnv, cmd: string) {
 }
 
 /** idempotentTx: what committed. Each new committed effect row must belong to a run whose call succeeded. */
-async function checkCommitted(env: RunEnv, succeededNow: string[]): Promise<void> {
+async function checkCommitted(env: RunEnv, succeededNow: string[], plan?: Plan): Promise<void> {
   if (env.target !== 'tx') return;
   const { rows } = await env.pool!.query(`SELECT id, key, kind, args_id, run FROM "${env.options.effectsTable}" WHERE ns = $1 ORDER BY id`, [env.ns]);
   const byRun = new Map<string, string[]>();
@@ -498,7 +498,8 @@ async function checkCommitted(env: RunEnv, succeededNow: string[]): Promise<void
       const s = env.model.slots.get(env.slotOfKey.get(r.key) ?? '');
       env.violations.push(
         `[${s?.id ?? r.key}] idempotentTx committed the "${r.kind}" write of run ${r.run}, whose call did not succeed ` +
-          '(a transaction must commit only when its settle took, and nothing may end the call\'s transaction but the call: findings 1 and 2)',
+          '(a transaction must commit only when its settle took, and nothing may end the call\'s transaction but the call: ' +
+          (plan !== undefined && plan.steps > 0 ? 'finding 2, step() inside idempotentTx ended the call\'s transaction' : plan?.slow ? 'finding 1, a settle refused after the lease and ttlMs ran out, committed anyway' : 'findings 1 and 2') + ')',
       );
     }
   }
@@ -669,7 +670,7 @@ class CallCommand implements Cmd {
       m.settledSinceWait = true;
       if (this.plan.outcome === 'interrupt') for (const mem of s.steps.get(argsId)?.values() ?? []) mem.strict = true;
     }
-    await checkCommitted(env, succeededNow);
+    await checkCommitted(env, succeededNow, this.plan);
     flush(env, this.toString());
   }
 
@@ -1015,7 +1016,7 @@ async function closeRun(env: RunEnv): Promise<void> {
 
 export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
   const times = timesFor(options.target);
-  const numRuns = options.numRuns ?? { sqlite: 20, redis: 18, postgres: 14, tx: 14 }[options.target];
+  const numRuns = options.numRuns ?? { sqlite: 16, redis: 15, postgres: 12, tx: 12 }[options.target];
   const property = fc.asyncProperty(
     process.env.IDT_MODEL_TTL === 'none' ? fc.constant(undefined)
       : process.env.IDT_MODEL_TTL === 'only' ? fc.constant(times.ttl)
