@@ -143,6 +143,8 @@ interface StepMem {
 
 interface DeadOwner {
   run: string;
+  /** A hung owner (SIGSTOP) that ResumeOwnerCommand lets finish late; undefined once it is dead for good. */
+  paused?: ChildProcess;
   leaseEnd: number;
   charged: boolean;
   result: Res;
@@ -164,6 +166,8 @@ interface SlotState {
   steps: Map<string, Map<string, StepMem>>;
   /** Runs of this key inside fn right now, in this process (alive, renewing). */
   inFlight: Set<string>;
+  /** A hung owner of this key (SIGSTOP), until it is resumed. */
+  pausedChild?: { child: ChildProcess; run: string; result: Res; slot: Slot; cents: Cents; steps: 0 | 1 | 2 };
 }
 
 export interface Model {
@@ -689,6 +693,8 @@ class KillOwnerCommand implements Cmd {
     readonly cents: Cents,
     readonly steps: 0 | 1 | 2,
     readonly charge: boolean,
+    /** SIGSTOP instead of SIGKILL: the owner hangs, and a later resume lets it finish late. */
+    readonly pause = false,
   ) {}
 
   get args(): [Order, Cents] {
@@ -698,6 +704,7 @@ class KillOwnerCommand implements Cmd {
 
   check(m: Readonly<Model>): boolean {
     // The owner is a process that never asks reconcile: it must not take over another dead owner.
+    if (this.pause && (m.target === 'tx' || [...m.slots.values()].some((x) => x.pausedChild !== undefined))) return false; // one hung owner at a time; a paused transaction would only hold its row lock
     return m.slots.get(slotId(this.slot))!.status !== 'dead' && !(m.target === 'tx' && this.steps > 0);
   }
 
@@ -716,7 +723,8 @@ class KillOwnerCommand implements Cmd {
       target: env.target, db: env.db, redis: o.redisUrl, prefix: env.prefix, pg: o.pgUrl, table: o.recordsTable, effects: o.effectsTable,
       ns: env.ns, log: env.log, name: env.name, key: this.slot.mode === 'derived' ? null : env.keys.get(slotId(this.slot)),
       order, cents, steps: this.steps, charge: this.charge, leaseMs: env.times.childLease, ttlMs: m.ttl ?? null, appName: `model-owner-${env.ns}`,
-    })], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      pause: this.pause,
+    })], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
     env.children.add(child);
     let stderr = '';
     child.stderr!.on('data', (d) => (stderr += d));
@@ -732,12 +740,17 @@ class KillOwnerCommand implements Cmd {
     }), `${this} (the child's first line)`);
     const v = env.violations;
     const lineAt = Date.now(); // the owner did what it logged before this (the time its records may have expired by)
-    count(`command killOwner: ${line.split(' ')[0]}`);
+    count(`command ${this.pause ? 'pauseOwner' : 'killOwner'}: ${line.split(' ')[0]}`);
     if (line.startsWith('RUNNING ')) {
-      child.kill('SIGKILL');
-      await exited;
+      if (this.pause) {
+        child.kill('SIGSTOP');
+        await waitStopped(child);
+      } else {
+        child.kill('SIGKILL');
+        await exited;
+        env.children.delete(child);
+      }
       const killedAt = Date.now();
-      env.children.delete(child);
       const result = JSON.parse(line.slice('RUNNING '.length)) as Res;
       const run = result.run;
       if (env.target !== 'tx') {
@@ -768,7 +781,8 @@ class KillOwnerCommand implements Cmd {
         s.result = undefined;
         s.from = start;
         s.to = killedAt;
-        s.dead = { run, leaseEnd: killedAt + env.times.childLease, charged: this.charge, result, leaseExpired: false };
+        s.dead = { run, leaseEnd: killedAt + env.times.childLease, charged: this.charge, result, leaseExpired: false, paused: this.pause ? child : undefined };
+        if (this.pause) s.pausedChild = { child, run, result, slot: this.slot, cents: this.cents, steps: this.steps };
         for (const mem of s.steps.get(argsId)?.values() ?? []) mem.strict = true;
         m.settledSinceWait = true;
       }
@@ -799,7 +813,101 @@ class KillOwnerCommand implements Cmd {
   toString(): string {
     const [order, cents] = this.args;
     const key = keyDesc(this.slot, order);
-    return `killOwner(${key}, ${order}:${cents}, ${this.steps} step${this.steps === 1 ? '' : 's'}${this.charge ? ', after its side effect' : ', before its side effect'}, SIGKILL inside fn)`;
+    return `${this.pause ? 'pauseOwner' : 'killOwner'}(${key}, ${order}:${cents}, ${this.steps} step${this.steps === 1 ? '' : 's'}${this.charge ? ', after its side effect' : ', before its side effect'}, ${this.pause ? 'SIGSTOP' : 'SIGKILL'} inside fn)`;
+  }
+}
+
+/** Whether a process is stopped (SIGSTOP took effect): its state in /proc is T. */
+async function waitStopped(child: ChildProcess): Promise<void> {
+  await within(5_000, (async () => {
+    for (;;) {
+      const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+      if (/^\d+ \(.*\) [Tt] /.test(stat)) return;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })(), 'SIGSTOP taking effect');
+}
+
+/**
+ * Resumes the hung owner (SIGCONT) and lets its fn return, late. If another call took its
+ * key over meanwhile, its settle must be refused (LeaseLostError) and the record keep the
+ * new owner's outcome (fencing); if none did, its result may still be recorded.
+ */
+class ResumeOwnerCommand implements Cmd {
+  /** First let the hung owner's lease run out and take its key over with a call of the same arguments. */
+  constructor(readonly takeOverFirst: boolean) {}
+
+  check(m: Readonly<Model>): boolean {
+    return m.target !== 'tx' && [...m.slots.values()].some((s) => s.pausedChild !== undefined);
+  }
+
+  run(m: Model, env: RunEnv): Promise<void> {
+    return timed('resumeOwner', () => this.execute(m, env));
+  }
+
+  async execute(m: Model, env: RunEnv): Promise<void> {
+    count('command resumeOwner');
+    const s = [...m.slots.values()].find((x) => x.pausedChild !== undefined)!;
+    const { child, run, result } = s.pausedChild!;
+    if (this.takeOverFirst && s.status === 'dead' && s.dead?.run === run) {
+      const { slot, cents, steps } = s.pausedChild!;
+      await clockPast(s.dead.leaseEnd + 100);
+      s.dead.leaseExpired = true;
+      const takeover = new CallCommand(slot, cents, { steps, outcome: 'ok', slow: false, lockAfterStep: false }, 1, 'raise', env.target);
+      await takeover.execute(m, env); // checked as any call: a takeover that asks reconcile, then runs
+    }
+    s.pausedChild = undefined;
+    if (s.dead?.run === run) s.dead.paused = undefined;
+    const takenOver = !(s.status === 'dead' && s.dead?.run === run);
+    const line = await within(env.times.pollTimeout + env.times.margin, new Promise<string>((done) => {
+      let out = '';
+      child.stdout!.on('data', (d) => {
+        out += d;
+        const l = out.split('\n').find((x) => /^(DONE|ERROR) /.test(x));
+        if (l !== undefined) done(l);
+      });
+      child.once('exit', (code) => done(`EXIT ${code} ${out}`));
+      child.kill('SIGCONT');
+      child.stdin!.write('go\n');
+    }), `${this} (the resumed owner's outcome)`);
+    await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r)));
+    env.children.delete(child);
+    const v = env.violations;
+    count(`resumeOwner: ${takenOver ? 'taken over' : 'not taken over'} -> ${line.startsWith('ERROR') ? line.split(' ').slice(0, 2).join(' ') : line.split(' ')[0]}`);
+    if (takenOver) {
+      if (!line.startsWith('ERROR LEASE_LOST')) {
+        v.push(`[${s.id}] owner ${run}, hung past its lease and taken over, finished late and its caller got ${line.slice(0, 300)}: a late settle must be refused (LeaseLostError) and never overwrite the new owner's record`);
+      }
+      if (s.status === 'completed') {
+        const record = await env.store!.get(s.key);
+        if (!isDeepStrictEqual(record?.result, s.result)) {
+          v.push(`[${s.id}] after owner ${run} finished late, the record holds ${JSON.stringify(record?.result)}, not the new owner's result ${JSON.stringify(s.result)} that a caller saw (fencing)`);
+        }
+      }
+    } else if (line.startsWith('DONE ')) {
+      // Nobody took the key over: its late result may be recorded.
+      const value = JSON.parse(line.slice(5));
+      if (!isDeepStrictEqual(value, result)) v.push(`[${s.id}] the resumed owner ${run} got ${JSON.stringify(value)}, not its own result`);
+      s.status = 'completed';
+      s.argsId = result.argsId;
+      s.result = value;
+      s.from = Date.now() - 1;
+      s.to = Date.now();
+      s.dead = undefined;
+      s.steps = new Map();
+      m.settledSinceWait = true;
+    } else if (line.startsWith('ERROR LEASE_LOST')) {
+      // Refused after its lease ran out: the record stays pending, its owner now gone for good.
+      s.dead!.leaseEnd = Date.now() + env.times.childLease;
+      s.dead!.leaseExpired = false;
+    } else {
+      v.push(`[${s.id}] the resumed owner ${run} (not taken over) got ${line.slice(0, 300)}`);
+    }
+    flush(env, this.toString());
+  }
+
+  toString(): string {
+    return `resumeHungOwner(${this.takeOverFirst ? 'after its lease ran out and a call of the same arguments took its key over; ' : ''}SIGCONT; its fn returns late)`;
   }
 }
 
@@ -914,7 +1022,7 @@ class WaitLeaseCommand implements Cmd {
 }
 
 /**
- * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, reuse, exotic, second, settings, lock) leaves a feature
+ * IDT_MODEL_EXCLUDE (comma-separated: steps, slow, copies, kill, pause, reuse, exotic, second, settings, lock) leaves a feature
  * out of the generated sequences, to look past a fault already found; CI leaves it unset.
  */
 const excluded = new Set((process.env.IDT_MODEL_EXCLUDE ?? '').split(',').map((s) => s.trim()).filter(Boolean));
@@ -940,8 +1048,10 @@ function commandArbs(fc: Fc, target: Target) {
   const waitTtl = fc.constant(null).map(() => new WaitTtlCommand() as Cmd);
   const waitLease = fc.constant(null).map(() => new WaitLeaseCommand() as Cmd);
   const second = fc.tuple(slot, cents).map(([s, c]) => new SecondFunctionCommand(s, c) as Cmd);
+  const pause = fc.tuple(slot, cents, excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 2)).map(([s, c, n]) => new KillOwnerCommand(s, c, n, false, true) as Cmd);
+  const resume = fc.boolean().map((first) => new ResumeOwnerCommand(first) as Cmd);
   const base = [call, call, call, call, call, call, call, call, waitTtl, waitTtl, ...(excluded.has('second') ? [] : [second])];
-  return excluded.has('kill') ? base : [...base, kill, kill, waitLease, waitLease];
+  return excluded.has('kill') ? base : [...base, kill, kill, waitLease, waitLease, ...(excluded.has('pause') ? [] : [pause, resume, resume])];
 }
 
 // ---------------------------------------------------------------------------------------

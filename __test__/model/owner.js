@@ -5,7 +5,9 @@
 // opts.log, or, for idempotentTx, one row written in the call's transaction, so the
 // parent counts what really ran (or, for a transaction, what committed).
 // If the call does not reach fn (a replay, a mismatch), it prints DONE <json> or
-// ERROR <code> <message> and exits.
+// ERROR <code> <message> and exits. With opts.pause the parent SIGSTOPs it instead, and
+// later resumes it and sends a line on stdin: fn then returns, late, and the call prints
+// what its caller got (DONE, or ERROR LEASE_LOST when another call took the key over).
 //
 //   node owner.js <json options>
 
@@ -58,8 +60,13 @@ async function main() {
         }));
       }
       if (opts.charge) log({ key, kind: 'charge', argsId, run });
-      console.log(`RUNNING ${JSON.stringify({ key, argsId: `${order}:${cents}`, run, steps })}`);
-      await hang();
+      const result = { key, argsId: `${order}:${cents}`, run, steps };
+      console.log(`RUNNING ${JSON.stringify(result)}`);
+      if (!opts.pause) await hang();
+      // Paused (SIGSTOP) here by the parent, then resumed (SIGCONT) and sent a line: fn finishes late.
+      await new Promise((r) => process.stdin.once('data', r));
+      log({ key, kind: 'late-charge', argsId, run });
+      return result;
     }, { store, ...common });
   }
   const call = opts.key == null ? wrapped : wrapped.withKey(opts.key);
