@@ -9,14 +9,16 @@
 // lease and ttlMs; on SQLite sometimes another process holds the file's lock right after a
 // step's side effect), run once or as 2-3 concurrent duplicates under 'raise' or 'block';
 // an owner process killed with SIGKILL inside fn (after its steps, before or after its
-// side effect); waiting for the clock to pass every settled record's ttlMs, or every dead
+// side effect); an owner hung with SIGSTOP and resumed later (its fn returns late), after a
+// takeover or not; waiting for the clock to pass every settled record's ttlMs, or every dead
 // owner's lease; wrapping a second function under the same name; explicit keys a store may
 // not hold (U+0000, 3 kB).
 // Invariants: fn and step bodies never run again after a caller (or a run of the same
 // unfinished call) saw their result, unless the record may have expired past ttlMs from
 // its settle, or the owner died and reconcile was asked; never two live owners at once; no
 // call is answered with another call's result, and a step result belongs to its call (key
-// and arguments); a reused key with other arguments is KeyMismatchError; a key without a
+// and arguments); a reused key with other arguments is KeyMismatchError; a hung owner's late
+// settle after a takeover is refused and never overwrites the record; a key without a
 // live record runs; idempotentTx commits exactly the writes of calls that succeeded and
 // leaves the user's session settings alone; nothing hangs past pollTimeoutMs + a margin.
 //
