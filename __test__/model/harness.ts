@@ -18,6 +18,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type fcType from 'fast-check';
 import { Pool } from 'pg';
@@ -107,6 +108,8 @@ const slotId = (s: Slot) => (s.mode === 'withKey' ? `withKey:k${s.k}` : s.mode =
 /** Explicit keys 2 and 3 are ones a store may not hold as given (a U+0000, past PostgreSQL's b-tree limit): kept exactly, or refused with a TypeError before anything runs. */
 const EXOTIC_SLOTS: Slot[] = [{ mode: 'withKey', k: 2 }, { mode: 'withKey', k: 3 }];
 const isExotic = (s: Slot) => s.mode === 'withKey' && s.k >= 2;
+/** 3000 characters that do not compress (PostgreSQL's b-tree limit, about 2.7 kB, applies after compression). */
+const LONG_KEY_TAIL = Array.from({ length: 47 }, (_, i) => createHash('sha256').update(String(i)).digest('hex')).join('').slice(0, 3000);
 const keyDesc = (s: Slot, order: Order) =>
   s.mode === 'withKey' ? `withKey(k${s.k}${s.k === 2 ? ': contains U+0000' : s.k === 3 ? ': 3 kB long' : ''})` : s.mode === 'keyOption' ? `key option(order ${order})` : 'derived key';
 const ALL_SLOTS: Slot[] = [
@@ -1108,7 +1111,7 @@ async function openRun(options: RunOptions, ttl: number | undefined): Promise<Ru
   const keyer = wrap(env, { mode: 'derived', order: 'a', cents: 100 }, 'raise', { steps: 0, outcome: 'ok', slow: false, lockAfterStep: false }) as unknown as { keyFor(o: Order, c: Cents): string };
   for (const slot of ALL_SLOTS) {
     const key =
-      slot.mode === 'withKey' ? [`${ns}:k0`, `${ns}:k1`, `${ns}:k2\u0000nul`, `${ns}:k3:${'x'.repeat(3000)}`][slot.k] : slot.mode === 'keyOption' ? `${ns}:order-${slot.order}` : keyer.keyFor(slot.order, slot.cents);
+      slot.mode === 'withKey' ? [`${ns}:k0`, `${ns}:k1`, `${ns}:k2\u0000nul`, `${ns}:k3:${LONG_KEY_TAIL}`][slot.k] : slot.mode === 'keyOption' ? `${ns}:order-${slot.order}` : keyer.keyFor(slot.order, slot.cents);
     const id = slotId(slot);
     env.keys.set(id, key);
     env.slotOfKey.set(key, id);
