@@ -14,7 +14,7 @@
  * what was expected and which SPEC rule (and issue 19 finding) it is.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -746,8 +746,7 @@ class KillOwnerCommand implements Cmd {
     count(`command ${this.pause ? 'pauseOwner' : 'killOwner'}: ${line.split(' ')[0]}`);
     if (line.startsWith('RUNNING ')) {
       if (this.pause) {
-        child.kill('SIGSTOP');
-        await waitStopped(child);
+        await stopOutsideWrites(env, child);
       } else {
         child.kill('SIGKILL');
         await exited;
@@ -817,6 +816,23 @@ class KillOwnerCommand implements Cmd {
     const [order, cents] = this.args;
     const key = keyDesc(this.slot, order);
     return `${this.pause ? 'pauseOwner' : 'killOwner'}(${key}, ${order}:${cents}, ${this.steps} step${this.steps === 1 ? '' : 's'}${this.charge ? ', after its side effect' : ', before its side effect'}, ${this.pause ? 'SIGSTOP' : 'SIGKILL'} inside fn)`;
+  }
+}
+
+/**
+ * SIGSTOPs a hung owner, but never in the middle of a SQLite write (a renewal): a process
+ * stopped there would hold the file's lock for good, which is an outage, not a hung owner.
+ */
+async function stopOutsideWrites(env: RunEnv, child: ChildProcess): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    child.kill('SIGSTOP');
+    await waitStopped(child);
+    if (env.db === undefined) return;
+    const probe = spawnSync('python3', [LOCK_HOLDER, env.db, 'probe'], { encoding: 'utf8' });
+    if (probe.stdout.includes('FREE')) return;
+    if (tries >= 20) throw new Error(`harness: the paused owner keeps holding the SQLite lock: ${probe.stdout}${probe.stderr}`);
+    child.kill('SIGCONT');
+    await new Promise((r) => setTimeout(r, 3));
   }
 }
 
