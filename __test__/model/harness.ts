@@ -1145,7 +1145,7 @@ async function closeRun(env: RunEnv): Promise<void> {
 
 export async function runModel(fc: Fc, options: RunOptions): Promise<void> {
   const times = timesFor(options.target);
-  const numRuns = options.numRuns ?? { sqlite: 16, redis: 15, postgres: 12, tx: 12 }[options.target];
+  const numRuns = options.numRuns ?? { sqlite: 16, redis: 20, postgres: 12, tx: 12 }[options.target];
   const property = fc.asyncProperty(
     process.env.IDT_MODEL_TTL === 'none' ? fc.constant(undefined)
       : process.env.IDT_MODEL_TTL === 'only' ? fc.constant(times.ttl)
