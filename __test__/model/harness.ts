@@ -169,6 +169,8 @@ interface SlotState {
   steps: Map<string, Map<string, StepMem>>;
   /** Runs of this key inside fn right now, in this process (alive, renewing). */
   inFlight: Set<string>;
+  /** Arguments of calls under this key that ran and did not finish (failed, interrupted, owner dead) since it last completed. */
+  unfinished: Set<string>;
   /** A hung owner of this key (SIGSTOP), until it is resumed. */
   pausedChild?: { child: ChildProcess; run: string; result: Res; slot: Slot; cents: Cents; steps: 0 | 1 | 2 };
 }
@@ -244,7 +246,7 @@ function slotOf(env: RunEnv, key: string): SlotState {
   const s = id === undefined ? undefined : env.model.slots.get(id);
   if (s === undefined) {
     env.violations.push(`fn ran under key ${JSON.stringify(key)}, which is none of this run's keys`);
-    return { id: '?', key, status: 'none', from: 0, to: 0, steps: new Map(), inFlight: new Set() };
+    return { id: '?', key, status: 'none', from: 0, to: 0, steps: new Map(), inFlight: new Set(), unfinished: new Set() };
   }
   return s;
 }
@@ -302,7 +304,9 @@ const resetStall = () => {
  */
 function heldByOther(s: SlotState, argsId: string): boolean {
   if (s.status !== 'none' && s.argsId !== undefined && s.argsId !== argsId) return true;
-  return [...s.steps].some(([other, byLabel]) => other !== argsId && [...byLabel.values()].some((m) => m.strict));
+  // An unfinished call with other arguments (failed, interrupted, its owner dead) may still
+  // hold the key through its steps, bound to its own fingerprint, past its record's ttlMs.
+  return [...s.unfinished].some((other) => other !== argsId) || [...s.steps].some(([other, byLabel]) => other !== argsId && byLabel.size > 0);
 }
 
 function bodyEnded(env: RunEnv, key: string, run: string): void {
@@ -557,7 +561,16 @@ class CallCommand implements Cmd {
     const argsId = argsIdOf(order, cents);
     const pre = { status: s.status, argsId: s.argsId, result: s.result, expirable: mayExpire(env, s, start), dead: s.dead && { ...s.dead }, heldByOther: heldByOther(s, argsId) };
     const ctx: CallCtx = { plan: this.plan, start, runs: [], thrown: new Set(), cmd: this.toString() };
-    const call = wrap(env, this.slot, this.onDuplicate, this.plan);
+    let call: ReturnType<typeof wrap>;
+    try {
+      call = wrap(env, this.slot, this.onDuplicate, this.plan);
+    } catch (err) {
+      // withKey(key) may refuse, at once, a key the store cannot hold.
+      if (!(err instanceof TypeError && isExotic(this.slot))) throw err;
+      count('outcome TypeError at withKey');
+      flush(env, this.toString());
+      return;
+    }
     const v = env.violations;
     let firstValue: Res | undefined;
     const onValue = (value: Res) => {
@@ -666,8 +679,10 @@ class CallCommand implements Cmd {
     if (firstValue !== undefined) {
       s.to = end;
       s.steps = new Map(); // a finished call's steps are not bound any more
+      s.unfinished.clear();
       m.settledSinceWait = true;
     } else if (ctx.runs.length > 0) {
+      s.unfinished.add(argsId);
       s.status = 'failed';
       s.argsId = argsId;
       s.result = undefined;
@@ -785,6 +800,7 @@ class KillOwnerCommand implements Cmd {
         s.to = killedAt;
         s.dead = { run, leaseEnd: killedAt + env.times.childLease, charged: this.charge, result, leaseExpired: false, paused: this.pause ? child : undefined };
         if (this.pause) s.pausedChild = { child, run, result, slot: this.slot, cents: this.cents, steps: this.steps };
+        s.unfinished.add(argsId);
         for (const mem of s.steps.get(argsId)?.values() ?? []) mem.strict = true;
         m.settledSinceWait = true;
       }
@@ -914,6 +930,7 @@ class ResumeOwnerCommand implements Cmd {
       s.to = Date.now();
       s.dead = undefined;
       s.steps = new Map();
+      s.unfinished.clear();
       m.settledSinceWait = true;
     } else if (line.startsWith('ERROR LEASE_LOST')) {
       // Refused after its lease ran out: the record stays pending, its owner now gone for good.
@@ -1131,7 +1148,7 @@ async function openRun(options: RunOptions, ttl: number | undefined): Promise<Ru
     const id = slotId(slot);
     env.keys.set(id, key);
     env.slotOfKey.set(key, id);
-    env.model.slots.set(id, { id, key, status: 'none', from: 0, to: 0, steps: new Map(), inFlight: new Set() });
+    env.model.slots.set(id, { id, key, status: 'none', from: 0, to: 0, steps: new Map(), inFlight: new Set(), unfinished: new Set() });
   }
   return env;
 }

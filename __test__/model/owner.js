@@ -69,8 +69,8 @@ async function main() {
       return result;
     }, { store, ...common });
   }
-  const call = opts.key == null ? wrapped : wrapped.withKey(opts.key);
   try {
+    const call = opts.key == null ? wrapped : wrapped.withKey(opts.key);
     const result = await call(opts.order, opts.cents);
     console.log(`DONE ${JSON.stringify(result === undefined ? null : result)}`);
   } catch (err) {
