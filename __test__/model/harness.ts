@@ -269,10 +269,10 @@ function bodyStarted(env: RunEnv, key: string, argsId: string, run: string, t: n
   }
   if (s.status === 'dead' && s.dead !== undefined) {
     if (s.argsId !== argsId) {
-      v.push(`[${s.id}] fn ran (run ${run}, args ${argsId}) over the pending claim of another call (args ${s.argsId}, owner ${s.dead.run} killed inside fn): the record has another fingerprint, so the call must be KeyMismatchError${env.model.ttl !== undefined ? ` (ttlMs ${env.model.ttl}: finding 6, the dead owner's pending record expired by ttlMs)` : ''}`);
+      v.push(`[${s.id}] fn ran (run ${run}, args ${argsId}) over the pending claim of another call (args ${s.argsId}, owner ${s.dead.run} killed or hung inside fn): the record has another fingerprint, so the call must be KeyMismatchError${env.model.ttl !== undefined ? ` (ttlMs ${env.model.ttl}: finding 6, the dead owner's pending record expired by ttlMs)` : ''}`);
     } else if (s.dead.reconcile === undefined) {
       v.push(
-        `[${s.id}] fn ran again (run ${run}) over the record of owner ${s.dead.run}, killed inside fn${s.dead.charged ? ' after its side effect' : ''}, without reconcile being asked: ` +
+        `[${s.id}] fn ran again (run ${run}) over the record of owner ${s.dead.run}, ${s.dead.paused || s.pausedChild?.run === s.dead.run ? 'hung (SIGSTOP)' : 'killed'} inside fn${s.dead.charged ? ' after its side effect' : ''}, without reconcile being asked: ` +
           'a dead owner\'s pending record is always a takeover and reconcile must be asked' +
           (env.model.ttl !== undefined ? ` (ttlMs ${env.model.ttl}: finding 6, a pending record must never expire by ttlMs)` : ''),
       );
