@@ -417,7 +417,7 @@ describe('configuration errors reach the developer', () => {
     }
   });
 
-  it('an input that is not JSON (a zod transform to BigInt) points at "payload"; "key" is refused', async () => {
+  it('an input that is not JSON (a zod transform to BigInt) points at "payload"; "context" is refused', async () => {
     const store = new SqliteStore({ path: tempDb() });
     let runs = 0;
     const pay = tool(idempotentTool(async function payBig() { return ++runs; }, { store }), {
@@ -429,7 +429,7 @@ describe('configuration errors reach the developer', () => {
     expect(text).toMatch(/payload\.cents is a BigInt.*"payload" option/s);
     expect(text).not.toMatch(/withKey/);
     expect(runs).toBe(0);
-    expect(() => idempotentTool(async function k() {}, { key: () => 'k' } as never)).toThrow(/option "key" is not taken here.*"payload"/s);
+    expect(() => idempotentTool(async function k() {}, { context: () => 'k' } as never)).toThrow(/option "context" is not taken here.*"payload"/s);
   });
 });
 

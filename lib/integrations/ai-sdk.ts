@@ -101,7 +101,7 @@ export function idempotentTool<I, R>(
           );
         }
         const chat = resolveScope('ai-sdk', scope, [input, execOptions], HINT);
-        return { framework: 'ai-sdk', toolCallId, signal: execOptions.abortSignal, scope: { chat, turn: turnOf(execOptions.messages, toolCallId) } };
+        return { framework: 'ai-sdk', toolCallId, signal: execOptions.abortSignal, scope: { chat, turn: turnOf(execOptions.messages, toolCallId) }, conversation: { chat } };
       },
     },
     fn,

@@ -95,7 +95,13 @@ export function idempotentTool<I, R>(
         }
         // The turn (the position of the assistant message that made the call, as for the AI
         // SDK, whose message format Mastra passes): call ids that repeat every turn differ.
-        return { framework: 'mastra', toolCallId, signal: context.abortSignal, scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) } };
+        return {
+          framework: 'mastra',
+          toolCallId,
+          signal: context.abortSignal,
+          scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) },
+          conversation: { conversation: scoped },
+        };
       },
     },
     fn,

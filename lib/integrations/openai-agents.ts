@@ -86,15 +86,14 @@ export function idempotentTool<I, R, C = any>(
         // The model's output item id (Responses API) is unique per turn even when a provider
         // reuses call ids; the Chat Completions path has none (a fixed placeholder).
         const itemId = idOf(details?.toolCall?.id);
+        const conversation = resolveScope('openai-agents', scope, [input, runContext, details], HINT);
         return {
           framework: 'openai-agents',
           toolCallId,
           toolName: typeof details?.toolCall?.name === 'string' ? details.toolCall.name : undefined,
           signal: details?.signal,
-          scope: {
-            conversation: resolveScope('openai-agents', scope, [input, runContext, details], HINT),
-            item: itemId === undefined || itemId === FAKE_ID ? null : itemId,
-          },
+          scope: { conversation, item: itemId === undefined || itemId === FAKE_ID ? null : itemId },
+          conversation: { conversation },
         };
       },
     },
