@@ -318,3 +318,8 @@ export function idempotentTool<I, R>(
     rest as LangGraphToolOptions<I, R> & Record<string, unknown>,
   ) as (input: I, config: LangGraphConfigLike) => Promise<Awaited<R>>;
 }
+
+// The agent-wide install for LangChain's createAgent lives in ./langchain.ts; it is here too
+// because LangGraph users look for it here.
+export { idempotentToolsMiddleware } from './langchain.js';
+export type { IdempotentToolsMiddlewareOptions, PerToolOptions, ToolCallRequestLike } from './langchain.js';
