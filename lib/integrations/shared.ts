@@ -591,3 +591,66 @@ export function resolveScope<Call extends unknown[]>(
   }
   return value;
 }
+
+/** What the tool-set helpers (`idempotentTools`) take besides the options of each tool. */
+export interface ToolSetChoices<PerTool> {
+  /** Options per tool name (a business `key`, a `payload`, ...), or `false` (or `{ guard: false }`) to leave a tool unguarded. */
+  tools?: Record<string, (PerTool & { guard?: boolean }) | false>;
+  /** Tools without side effects (search, lookups): left as they are. */
+  readOnly?: string[];
+}
+
+/**
+ * Splits a tool-set helper's options into the defaults and a per-tool lookup: `undefined`
+ * for a tool left unguarded, else its options (the defaults, its own over them, and its name).
+ * Names in `tools` or `readOnly` that the set does not have are a TypeError (a typo would
+ * leave a tool unguarded, or guarded when it should not be). @internal
+ */
+export function toolSetOptions<O extends object>(
+  where: string,
+  names: string[],
+  options: (O & ToolSetChoices<Partial<O>>) | undefined,
+): (name: string) => (O & { name: string }) | undefined {
+  if (options !== undefined && (options === null || typeof options !== 'object' || Array.isArray(options))) {
+    throw new TypeError(`${where}: idempotentTools(tools, options): options must be an object, not ${describe(options)}`);
+  }
+  const { tools: perTool = {}, readOnly = [], ...defaults } = (options ?? {}) as ToolSetChoices<Partial<O>> & Record<string, unknown>;
+  if ('name' in defaults) {
+    throw new TypeError(`${where}: option "name" is not taken by idempotentTools(): each tool's records are named after its name in the set.`);
+  }
+  if (perTool === null || typeof perTool !== 'object' || Array.isArray(perTool)) {
+    throw new TypeError(`${where}: option "tools" must be an object of tool names to options (or false), not ${describe(perTool)}`);
+  }
+  if (!Array.isArray(readOnly) || readOnly.some((n) => typeof n !== 'string')) {
+    throw new TypeError(`${where}: option "readOnly" must be an array of tool names, not ${describe(readOnly)}`);
+  }
+  const known = new Set(names);
+  for (const name of [...Object.keys(perTool), ...readOnly]) {
+    if (!known.has(name)) {
+      throw new TypeError(`${where}: tool "${name}" (in the "tools" or "readOnly" option) is not in the tool set; its tools are ${names.map((n) => `"${n}"`).join(', ') || 'none'}.`);
+    }
+  }
+  const skipped = new Set(readOnly);
+  for (const [name, entry] of Object.entries(perTool)) {
+    if (entry !== false && (entry === null || typeof entry !== 'object' || Array.isArray(entry))) {
+      throw new TypeError(`${where}: tools["${name}"] must be an object of options or false, not ${describe(entry)}`);
+    }
+    if (entry === false || entry.guard === false) skipped.add(name);
+    else if (entry.guard !== undefined && entry.guard !== true) {
+      throw new TypeError(`${where}: tools["${name}"].guard must be true or false, not ${describe(entry.guard)}`);
+    }
+  }
+  return (name) => {
+    if (skipped.has(name)) return undefined;
+    const entry = perTool[name];
+    const { guard: _, ...own } = entry === false || entry === undefined ? {} : entry;
+    return { ...defaults, ...own, name } as unknown as O & { name: string };
+  };
+}
+
+/** A shallow copy of a tool object that keeps its class and every own property, with `overrides` on top. @internal */
+export function copyTool<T extends object>(tool: T, overrides: Record<string, unknown>): T {
+  const copy = Object.create(Object.getPrototypeOf(tool), Object.getOwnPropertyDescriptors(tool)) as T;
+  for (const [k, v] of Object.entries(overrides)) Object.defineProperty(copy, k, { value: v, writable: true, enumerable: true, configurable: true });
+  return copy;
+}
