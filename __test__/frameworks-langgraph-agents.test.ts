@@ -474,3 +474,30 @@ describe('anonymous tool functions', () => {
     expect((await store.listRecords()).map((r) => r.name)).toEqual(['send_payment']);
   });
 });
+
+describe('a business key (the "key" option) on idempotentTool', () => {
+  it('the model calls again in a later turn under a new id: the tool runs once, and the ToolMessage answers the new id', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const payments: unknown[] = [];
+    const pay = tool(
+      idempotentTool(async function sendPayment(input: { orderId: string }) {
+        payments.push(input);
+        return { receipt: `r-${payments.length}` };
+      }, { store, key: (input) => `order-${input.orderId}` }),
+      { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+    );
+    const config = { configurable: { thread_id: 'thread-business-key' } };
+    const first = await graphOf(new ScriptedChatModel([{ id: 'call_1', name: 'send_payment', args: { orderId: 'o-1' } }]), [pay])
+      .invoke({ messages: [new HumanMessage('pay')] }, config);
+    // Another turn, another graph run: the model calls it again, under another id.
+    const again = await graphOf(new ScriptedChatModel([{ id: 'call_2', name: 'send_payment', args: { orderId: 'o-1' } }]), [pay])
+      .invoke({ messages: [...first.messages, new HumanMessage('did it go through? pay it')] }, { configurable: { thread_id: 'thread-business-key' } });
+    expect(payments).toHaveLength(1);
+    const last = toolMessages(again).at(-1)!;
+    expect(last.tool_call_id).toBe('call_2');
+    expect(last.content).toBe(JSON.stringify({ receipt: 'r-1' }));
+    const other = await graphOf(new ScriptedChatModel([{ id: 'call_3', name: 'send_payment', args: { orderId: 'o-2' } }]), [pay])
+      .invoke({ messages: [new HumanMessage('pay o-2')] }, { configurable: { thread_id: 'another-thread' } });
+    expect(toolMessages(other).at(-1)!.content).toBe(JSON.stringify({ receipt: 'r-2' }));
+  });
+});
