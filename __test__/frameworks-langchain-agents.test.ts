@@ -79,7 +79,7 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
         model: new ScriptedChatModel([[{ id: 'call_1', name: 'charge', args: { orderId: 'o-1', cents: 500 } }]]),
         tools: [chargeTool(charges)],
         checkpointer: new MemorySaver(),
-        middleware: guarded ? [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) }) as any] : [],
+        middleware: guarded ? [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) })] : [],
       });
       const config = thread();
       const first = await agent.invoke({ messages: [new HumanMessage('pay o-1')] }, config);
@@ -132,7 +132,7 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
         tools: [chargeTool(charges), confirm],
         checkpointer: new MemorySaver(),
         version: 'v1',
-        middleware: guarded ? [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) }) as any] : [],
+        middleware: guarded ? [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) })] : [],
       });
       const config = thread();
       const first = await agent.invoke({ messages: [new HumanMessage('pay and ask')] }, config);
@@ -150,7 +150,7 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
       model: new ScriptedChatModel([[{ id: 'call_1', name: 'charge', args: { orderId: 'o-1', cents: 100 } }]]),
       tools: [chargeTool(charges)],
       checkpointer: new MemorySaver(),
-      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) }) as any, humanInTheLoopMiddleware({ interruptOn: { charge: true } })],
+      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) }), humanInTheLoopMiddleware({ interruptOn: { charge: true } })],
     });
     const config = thread();
     const paused = await agent.invoke({ messages: [new HumanMessage('pay')] }, config);
@@ -247,7 +247,7 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
       ]),
       tools: [chargeTool(charges)],
       checkpointer: new MemorySaver(),
-      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), tools: { charge: { key: (input) => `order-${input.orderId}` } } }) as any],
+      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), tools: { charge: { key: (input) => `order-${input.orderId}` } } })],
     });
     const out = await agent.invoke({ messages: [new HumanMessage('pay o-7')] }, thread());
     const [a, b, c] = toolMessages(out);
@@ -280,7 +280,7 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
       ]]),
       tools: [lookup],
       checkpointer: new MemorySaver(),
-      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), readOnly: ['lookup'] }) as any, provider, toolRetryMiddleware({ initialDelayMs: 0, jitter: false })],
+      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), readOnly: ['lookup'] }), provider, toolRetryMiddleware({ initialDelayMs: 0, jitter: false })],
     });
     const config = thread();
     const out = await agent.invoke({ messages: [new HumanMessage('go')] }, config);
@@ -297,13 +297,13 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
     try {
       const charges: unknown[] = [];
       const model = () => new ScriptedChatModel([[{ id: 'call_1', name: 'charge', args: { orderId: 'o-1', cents: 5 } }]]);
-      const noThread = createAgent({ model: model(), tools: [chargeTool(charges)], middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) }) as any] });
+      const noThread = createAgent({ model: model(), tools: [chargeTool(charges)], middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) })] });
       const a = toolMessages(await noThread.invoke({ messages: [new HumanMessage('pay')] })).at(-1)!;
       expect(a.content).toMatch(/tool "charge".*thread id.*configurable: \{ thread_id \}.*scope/s);
       const badScope = createAgent({
         model: model(),
         tools: [chargeTool(charges)],
-        middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), scope: (_args, request: any) => request.runtime.context.chatId }) as any],
+        middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), scope: (_args, request: any) => request.runtime.context.chatId })],
       });
       const b = toolMessages(await badScope.invoke({ messages: [new HumanMessage('pay')] })).at(-1)!;
       expect(b.content).toMatch(/tool "charge": the "scope" option threw: Cannot read properties of undefined/);

@@ -65,6 +65,15 @@ export interface IdempotentToolsMiddlewareOptions extends Omit<ToolHelperOptions
   toolErrors?: 'message' | 'throw';
 }
 
+/**
+ * What `idempotentToolsMiddleware()` returns: an agent middleware (what `createMiddleware`
+ * makes), typed by its shape so that this package's types need no LangChain types.
+ */
+export interface IdempotentToolsMiddleware {
+  name: string;
+  wrapToolCall: (request: any, handler: any) => Promise<any>;
+}
+
 const WHERE = 'idempotent-tools/langchain';
 const RETRYABLE = Symbol.for('langchain.errors.retryable');
 
@@ -173,7 +182,7 @@ function isToolCall(input: unknown): input is { id?: string; name?: string; args
  * ToolMessage or Command; a call whose first run still goes waits for it. Put it first in
  * `middleware` (any order works: the guard sits around the tool itself).
  */
-export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOptions): unknown {
+export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOptions): IdempotentToolsMiddleware {
   const o = (options ?? {}) as IdempotentToolsMiddlewareOptions & Record<string, unknown>;
   if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new TypeError(`${WHERE}: idempotentToolsMiddleware(options): options must be an object, not ${describe(o)}`);
   const { scope, tools: perTool = {}, readOnly = [], toolErrors = 'message', ...defaults } = o;
@@ -299,10 +308,10 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
 
   const config = { name: 'idempotentToolsMiddleware', wrapToolCall: wrapToolCallHook };
   try {
-    const { createMiddleware } = require('langchain') as { createMiddleware?: (c: typeof config) => unknown };
+    const { createMiddleware } = require('langchain') as { createMiddleware?: (c: typeof config) => IdempotentToolsMiddleware };
     if (typeof createMiddleware === 'function') return createMiddleware(config);
   } catch {
     // langchain not installed: the same shape by hand (createAgent checks this brand)
   }
-  return { [Symbol.for('AgentMiddleware')]: true, ...config };
+  return { [Symbol.for('AgentMiddleware')]: true, ...config } as IdempotentToolsMiddleware;
 }

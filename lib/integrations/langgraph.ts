@@ -322,4 +322,4 @@ export function idempotentTool<I, R>(
 // The agent-wide install for LangChain's createAgent lives in ./langchain.ts; it is here too
 // because LangGraph users look for it here.
 export { idempotentToolsMiddleware } from './langchain.js';
-export type { IdempotentToolsMiddlewareOptions, PerToolOptions, ToolCallRequestLike } from './langchain.js';
+export type { IdempotentToolsMiddleware, IdempotentToolsMiddlewareOptions, PerToolOptions, ToolCallRequestLike } from './langchain.js';
