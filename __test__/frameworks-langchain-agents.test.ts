@@ -258,6 +258,25 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
     expect(c.content).toMatch(/KeyMismatchError.*tool "charge".*business key "order-o-7"/s);
   });
 
+  it('our own errors are not retried by toolRetryMiddleware: a key mismatch fails after 1 attempt, not 3', async () => {
+    const charges: unknown[] = [];
+    const agent = createAgent({
+      model: new ScriptedChatModel([
+        [{ id: 'call_1', name: 'charge', args: { orderId: 'o-8', cents: 500 } }],
+        [{ id: 'call_2', name: 'charge', args: { orderId: 'o-8', cents: 900 } }],
+      ]),
+      tools: [chargeTool(charges)],
+      checkpointer: new MemorySaver(),
+      middleware: [
+        idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), key: (input) => input.orderId }),
+        toolRetryMiddleware({ maxRetries: 2, initialDelayMs: 0, jitter: false }),
+      ],
+    });
+    const out = await agent.invoke({ messages: [new HumanMessage('pay')] }, thread());
+    expect(charges).toHaveLength(1);
+    expect(toolMessages(out).at(-1)!.content).toBe("Tool 'charge' failed after 1 attempt with KeyMismatchError");
+  });
+
   it('read-only tools are not guarded (retried as before); a dynamically registered tool (no request.tool) is guarded', async () => {
     const charges: unknown[] = [];
     let lookups = 0;

@@ -123,13 +123,17 @@ export type OpenAiAgentsToolSetOptions<C = any> = Omit<OpenAiAgentsToolOptions<a
   ToolSetChoices<Partial<OpenAiAgentsToolOptions<any, unknown, C>>>;
 
 /**
- * What the Agents SDK's default `errorFunction` makes of a throw ("An error occurred while
- * running the tool. Please try again. Error: ..."): the model gets it, and the call is
- * recorded as failed (so the next call runs again), not as a result to replay.
+ * What the Agents SDK's default `errorFunction` makes of a throw: "An error occurred while
+ * running the tool. Please try again." (0.20: without the error; earlier versions add
+ * " Error: <error>"). The model gets it, and the call is recorded as failed (so the next
+ * call runs again), not as a result to replay.
  */
-const DEFAULT_ERROR_PREFIX = 'An error occurred while running the tool. Please try again. Error: ';
+const DEFAULT_ERROR = 'An error occurred while running the tool. Please try again.';
+const DEFAULT_ERROR_PREFIX = `${DEFAULT_ERROR} Error: `;
 function defaultErrorOutput(result: unknown): string | undefined {
-  return typeof result === 'string' && result.startsWith(DEFAULT_ERROR_PREFIX) ? result.slice(DEFAULT_ERROR_PREFIX.length) : undefined;
+  if (typeof result !== 'string') return undefined;
+  if (result === DEFAULT_ERROR) return 'the tool threw (the SDK\'s default errorFunction does not say what)';
+  return result.startsWith(DEFAULT_ERROR_PREFIX) ? result.slice(DEFAULT_ERROR_PREFIX.length) : undefined;
 }
 
 /**
