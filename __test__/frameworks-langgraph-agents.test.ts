@@ -501,3 +501,28 @@ describe('a business key (the "key" option) on idempotentTool', () => {
     expect(toolMessages(other).at(-1)!.content).toBe(JSON.stringify({ receipt: 'r-2' }));
   });
 });
+
+describe('configuration errors of idempotentTool name the tool and the option', () => {
+  it('a throwing scope: the model and the developer are told which tool and which option', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      let runs = 0;
+      const pay = tool(
+        idempotentTool(async function sendPayment() {
+          return ++runs;
+        }, { store: new SqliteStore({ path: tempDb() }), scope: (_input, config: any) => config.configurable.tenant.id }),
+        { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+      );
+      const out = await graphOf(new ScriptedChatModel([{ id: 'call_0', name: 'send_payment', args: { orderId: 'o' } }]), [pay])
+        .invoke({ messages: [new HumanMessage('pay')] }, { configurable: { thread_id: 't-scope' } });
+      expect(String(toolMessages(out)[0].content)).toMatch(/tool "send_payment": the "scope" option threw: Cannot read properties of undefined \(reading 'id'\)/);
+      expect(runs).toBe(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => w.message).join('\n')).toMatch(/idempotent-tools\/langgraph: tool "send_payment": the "scope" option threw/);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

@@ -377,14 +377,14 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
         key = coreFor(name).keyFor(...args);
       }
     } catch (err) {
-      let shown = fixedName;
-      if (shown === '') {
-        try {
-          shown = framework.toolNameOf?.(input, frameworkArgs) ?? '';
-        } catch {
-          shown = '';
-        }
+      // The name the model calls the tool by, when the framework says it; else the wrapper's.
+      let shown = '';
+      try {
+        shown = framework.toolNameOf?.(input, frameworkArgs) ?? '';
+      } catch {
+        shown = '';
       }
+      if (shown === '') shown = fixedName;
       throw configurationError(namingTool(err, where, shown));
     }
     const wrapped = coreFor(name);
