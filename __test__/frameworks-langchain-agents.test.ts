@@ -95,6 +95,29 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
     }
   });
 
+  it('a tool that returns a Command: a replay rebuilds the Command, and its ToolMessage lands in the state', async () => {
+    const charges: unknown[] = [];
+    const handoff = tool(
+      async (input: { orderId: string }, runtime: { toolCallId: string }) => {
+        charges.push(input);
+        return new Command({ update: { messages: [new ToolMessage({ content: `handed off ${input.orderId}`, tool_call_id: runtime.toolCallId })] } });
+      },
+      { name: 'handoff', description: 'hand off', schema: z.object({ orderId: z.string() }) },
+    );
+    const agent = createAgent({
+      model: new ScriptedChatModel([[{ id: 'call_h', name: 'handoff', args: { orderId: 'o-3' } }]]),
+      tools: [handoff],
+      checkpointer: new MemorySaver(),
+      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) })],
+    });
+    const config = thread();
+    await agent.invoke({ messages: [new HumanMessage('hand it off')] }, config);
+    const again = await replayTools(agent, config);
+    expect(charges).toHaveLength(1);
+    const m = toolMessages(again).at(-1)!;
+    expect([m.content, m.tool_call_id]).toEqual(['handed off o-3', 'call_h']);
+  });
+
   it('a throwing tool still reaches the model as the error ToolMessage it gets without middleware (invoke does not fail)', async () => {
     const contents: unknown[] = [];
     for (const middleware of [[], [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) })]]) {
