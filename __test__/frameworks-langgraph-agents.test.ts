@@ -526,3 +526,34 @@ describe('configuration errors of idempotentTool name the tool and the option', 
     }
   });
 });
+
+describe('a node timeout (LangGraph 1.7 `timeout` with a RetryPolicy) while the tool still runs', () => {
+  it('the retried attempt joins the first run and gets its result: the tool runs once', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const payments: unknown[] = [];
+    let starts = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const pay = tool(
+      idempotentTool(async function sendPayment(input: { orderId: string }) {
+        starts++;
+        await gate; // slower than the node's timeout; it does not stop when the attempt is abandoned
+        payments.push(input);
+        return { receipt: `r-${payments.length}` };
+      }, { store, pollIntervalMs: 5, onEvent: (e) => e.type === 'in-flight' && release() }),
+      { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+    );
+    const model = new ScriptedChatModel([{ id: 'call_1', name: 'send_payment', args: { orderId: 'o-1' } }]);
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode('agent', async (state) => ({ messages: [await model.invoke(state.messages)] }))
+      .addNode('tools', new ToolNode([pay]), { timeout: 20, retryPolicy: { maxAttempts: 10, initialInterval: 1, jitter: false } })
+      .addEdge(START, 'agent')
+      .addConditionalEdges('agent', (state) => ((state.messages.at(-1) as AIMessage).tool_calls?.length ? 'tools' : END))
+      .addEdge('tools', 'agent')
+      .compile({ checkpointer: new MemorySaver() });
+    const out = await graph.invoke({ messages: [new HumanMessage('pay')] }, { configurable: { thread_id: 't-node-timeout' } });
+    expect(starts).toBe(1);
+    expect(payments).toHaveLength(1);
+    expect(toolMessages(out).at(-1)!.content).toBe(JSON.stringify({ receipt: 'r-1' }));
+  });
+});
