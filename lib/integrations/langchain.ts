@@ -260,7 +260,9 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
     guards.set(toolName, guard);
     return guard;
   };
-  // Options of the tools named up front are checked now, not at their first call.
+  // Options are checked now, not at a tool's first call (where a mistake would reach the
+  // model as a tool error): the named tools' guards, else a guard no tool uses (tool names
+  // have no spaces) for the shared options.
   for (const name of Object.keys(perTool)) if (!skipped.has(name)) guardFor(name);
   if (Object.keys(perTool).length === 0 && Object.keys(defaults).length > 0) guardFor('idempotentToolsMiddleware options');
 
