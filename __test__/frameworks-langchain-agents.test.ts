@@ -118,6 +118,29 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
     expect([m.content, m.tool_call_id]).toEqual(['handed off o-3', 'call_h']);
   });
 
+  it('a tool already wrapped with idempotentTool under the middleware: runs once, replays once', async () => {
+    const charges: unknown[] = [];
+    const store = new SqliteStore({ path: tempDb() });
+    const wrapped = tool(
+      fromLanggraph.idempotentTool(async function charge(input: { orderId: string; cents: number }) {
+        charges.push(input);
+        return `charged #${charges.length}`;
+      }, { store }),
+      { name: 'charge', description: 'charge', schema: z.object({ orderId: z.string(), cents: z.number() }) },
+    );
+    const agent = createAgent({
+      model: new ScriptedChatModel([[{ id: 'call_1', name: 'charge', args: { orderId: 'o-1', cents: 5 } }]]),
+      tools: [wrapped],
+      checkpointer: new MemorySaver(),
+      middleware: [idempotentToolsMiddleware({ store })],
+    });
+    const config = thread();
+    const first = await agent.invoke({ messages: [new HumanMessage('pay')] }, config);
+    const again = await replayTools(agent, config);
+    expect(charges).toHaveLength(1);
+    expect(toolMessages(again).at(-1)!.content).toBe(toolMessages(first).at(-1)!.content);
+  });
+
   it('a throwing tool still reaches the model as the error ToolMessage it gets without middleware (invoke does not fail)', async () => {
     const contents: unknown[] = [];
     for (const middleware of [[], [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }) })]]) {

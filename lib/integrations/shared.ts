@@ -17,6 +17,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 
+import { running } from '../call-context.js';
 import { Unencodable, canonicalJson } from '../canonical.js';
 import { ToolSuspended, markAborted } from '../control-flow.js';
 import { KeyMismatchError } from '../errors.js';
@@ -386,6 +387,14 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       }
       if (shown === '') shown = fixedName;
       throw configurationError(namingTool(err, where, shown));
+    }
+    // The enclosing wrapped call has this very key (a tool wrapped with idempotentTool under
+    // idempotentToolsMiddleware, keyed alike): it is the same call, whose record the enclosing
+    // one holds. Waiting for that record would wait for ourselves: run the tool as its body.
+    if (running.getStore()?.key === key) {
+      let value: unknown = await fn.apply(this, [input, ...frameworkArgs]);
+      value = await drained(value, framework.generator);
+      return value;
     }
     const wrapped = coreFor(name);
     const info = args[1];
