@@ -159,6 +159,16 @@ describe('idempotentToolsMiddleware() in createAgent', () => {
     expect(contents[1]).toBe(contents[0]);
   });
 
+  it("toolErrors: 'throw' lets a throwing tool fail invoke (LangChain's behaviour with any wrapToolCall middleware)", async () => {
+    const agent = createAgent({
+      model: new ScriptedChatModel([[{ id: 'call_1', name: 'charge', args: { orderId: 'o-1', cents: 500 } }]]),
+      tools: [chargeTool([], { fail: true })],
+      checkpointer: new MemorySaver(),
+      middleware: [idempotentToolsMiddleware({ store: new SqliteStore({ path: tempDb() }), toolErrors: 'throw' })],
+    });
+    await expect(agent.invoke({ messages: [new HumanMessage('pay')] }, thread())).rejects.toThrow(/gateway reset after the charge/);
+  });
+
   it('interrupt inside a sibling tool (version v1, one tools node): on resume the charge is not run again', async () => {
     for (const guarded of [false, true]) {
       const charges: unknown[] = [];
