@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What Node 20 cannot install, run under Node 22: Mastra 1.x end to end (approval, then
 # interrupt and resume, a charge counted once), ai 7 (an approved history submitted twice),
-# and the OpenAI Agents example against the current @openai/agents. e2e/node22 is a project of its own (package.json, lockfile), so the
+# the OpenAI Agents tool set (e2e/node22/openai-agents.mjs) and example against the current @openai/agents. e2e/node22 is a project of its own (package.json, lockfile), so the
 # main devDependencies stay on what Node 20 installs. It uses this clone's build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,7 @@ ln -sfn "$root" node_modules/idempotent-tools
 status=0
 node mastra.mjs || status=1
 node ai-sdk-7.mjs || status=1
+node openai-agents.mjs || status=1
 # The repository's OpenAI Agents example (written against @openai/agents-core, a dev
 # dependency) run here against the current @openai/agents, which re-exports it.
 mkdir -p .run

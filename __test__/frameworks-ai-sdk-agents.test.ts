@@ -127,10 +127,11 @@ describe('idempotent-tools/ai-sdk in agents', () => {
     }
   });
 
-  it('an anonymous execute without a name is refused at wrap time; "key" is refused', () => {
+  it('an anonymous execute without a name is refused at wrap time; "context" is refused, "key" must be a function', () => {
     expect(() => idempotentTool(async () => 1, { scope: 'c' })).toThrow(/anonymous.*"name" option/s);
     expect(idempotentTool(async () => 1, { scope: 'c', name: 'send_payment' }).name).toBe('send_payment');
-    expect(() => idempotentTool(async function k() { return 1; }, { scope: 'c', key: () => 'k' } as never)).toThrow(/"key" is not taken here/);
+    expect(() => idempotentTool(async function k() { return 1; }, { scope: 'c', context: () => 'k' } as never)).toThrow(/"context" is not taken here.*"key"/s);
+    expect(() => idempotentTool(async function k() { return 1; }, { scope: 'c', key: 'order-1' as never })).toThrow(/option "key" must be a function/);
     expect(() => idempotentTool(async function k() { return 1; }, { scope: 'c', onDuplicate: 'raise' } as never)).toThrow(/"raise" is refused/);
   });
 });

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { runNode } from './helpers';
 
 describe('framework examples', () => {
-  for (const framework of ['langgraph', 'ai-sdk', 'openai-agents', 'mastra']) {
+  for (const framework of ['langgraph', 'langchain', 'ai-sdk', 'openai-agents', 'mastra']) {
     it(`examples/${framework} runs offline and charges once`, async () => {
       const r = await runNode([`examples/${framework}/index.mjs`]);
       expect(r.stderr).toBe('');

@@ -417,7 +417,7 @@ describe('configuration errors reach the developer', () => {
     }
   });
 
-  it('an input that is not JSON (a zod transform to BigInt) points at "payload"; "key" is refused', async () => {
+  it('an input that is not JSON (a zod transform to BigInt) points at "payload"; "context" is refused', async () => {
     const store = new SqliteStore({ path: tempDb() });
     let runs = 0;
     const pay = tool(idempotentTool(async function payBig() { return ++runs; }, { store }), {
@@ -429,7 +429,7 @@ describe('configuration errors reach the developer', () => {
     expect(text).toMatch(/payload\.cents is a BigInt.*"payload" option/s);
     expect(text).not.toMatch(/withKey/);
     expect(runs).toBe(0);
-    expect(() => idempotentTool(async function k() {}, { key: () => 'k' } as never)).toThrow(/option "key" is not taken here.*"payload"/s);
+    expect(() => idempotentTool(async function k() {}, { context: () => 'k' } as never)).toThrow(/option "context" is not taken here.*"payload"/s);
   });
 });
 
@@ -472,5 +472,88 @@ describe('anonymous tool functions', () => {
     await graph.invoke(new Command({ resume: 'yes' }), config);
     expect(charges).toHaveLength(1);
     expect((await store.listRecords()).map((r) => r.name)).toEqual(['send_payment']);
+  });
+});
+
+describe('a business key (the "key" option) on idempotentTool', () => {
+  it('the model calls again in a later turn under a new id: the tool runs once, and the ToolMessage answers the new id', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const payments: unknown[] = [];
+    const pay = tool(
+      idempotentTool(async function sendPayment(input: { orderId: string }) {
+        payments.push(input);
+        return { receipt: `r-${payments.length}` };
+      }, { store, key: (input) => `order-${input.orderId}` }),
+      { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+    );
+    const config = { configurable: { thread_id: 'thread-business-key' } };
+    const first = await graphOf(new ScriptedChatModel([{ id: 'call_1', name: 'send_payment', args: { orderId: 'o-1' } }]), [pay])
+      .invoke({ messages: [new HumanMessage('pay')] }, config);
+    // Another turn, another graph run: the model calls it again, under another id.
+    const again = await graphOf(new ScriptedChatModel([{ id: 'call_2', name: 'send_payment', args: { orderId: 'o-1' } }]), [pay])
+      .invoke({ messages: [...first.messages, new HumanMessage('did it go through? pay it')] }, { configurable: { thread_id: 'thread-business-key' } });
+    expect(payments).toHaveLength(1);
+    const last = toolMessages(again).at(-1)!;
+    expect(last.tool_call_id).toBe('call_2');
+    expect(last.content).toBe(JSON.stringify({ receipt: 'r-1' }));
+    const other = await graphOf(new ScriptedChatModel([{ id: 'call_3', name: 'send_payment', args: { orderId: 'o-2' } }]), [pay])
+      .invoke({ messages: [new HumanMessage('pay o-2')] }, { configurable: { thread_id: 'another-thread' } });
+    expect(toolMessages(other).at(-1)!.content).toBe(JSON.stringify({ receipt: 'r-2' }));
+  });
+});
+
+describe('configuration errors of idempotentTool name the tool and the option', () => {
+  it('a throwing scope: the model and the developer are told which tool and which option', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      let runs = 0;
+      const pay = tool(
+        idempotentTool(async function sendPayment() {
+          return ++runs;
+        }, { store: new SqliteStore({ path: tempDb() }), scope: (_input, config: any) => config.configurable.tenant.id }),
+        { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+      );
+      const out = await graphOf(new ScriptedChatModel([{ id: 'call_0', name: 'send_payment', args: { orderId: 'o' } }]), [pay])
+        .invoke({ messages: [new HumanMessage('pay')] }, { configurable: { thread_id: 't-scope' } });
+      expect(String(toolMessages(out)[0].content)).toMatch(/tool "send_payment": the "scope" option threw: Cannot read properties of undefined \(reading 'id'\)/);
+      expect(runs).toBe(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => w.message).join('\n')).toMatch(/idempotent-tools\/langgraph: tool "send_payment": the "scope" option threw/);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
+
+describe('a node timeout (LangGraph 1.7 `timeout` with a RetryPolicy) while the tool still runs', () => {
+  it('the retried attempt joins the first run and gets its result: the tool runs once', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const payments: unknown[] = [];
+    let starts = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const pay = tool(
+      idempotentTool(async function sendPayment(input: { orderId: string }) {
+        starts++;
+        await gate; // slower than the node's timeout; it does not stop when the attempt is abandoned
+        payments.push(input);
+        return { receipt: `r-${payments.length}` };
+      }, { store, pollIntervalMs: 5, onEvent: (e) => e.type === 'in-flight' && release() }),
+      { name: 'send_payment', description: 'pay', schema: z.object({ orderId: z.string() }) },
+    );
+    const model = new ScriptedChatModel([{ id: 'call_1', name: 'send_payment', args: { orderId: 'o-1' } }]);
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode('agent', async (state) => ({ messages: [await model.invoke(state.messages)] }))
+      .addNode('tools', new ToolNode([pay]), { timeout: 20, retryPolicy: { maxAttempts: 10, initialInterval: 1, jitter: false } })
+      .addEdge(START, 'agent')
+      .addConditionalEdges('agent', (state) => ((state.messages.at(-1) as AIMessage).tool_calls?.length ? 'tools' : END))
+      .addEdge('tools', 'agent')
+      .compile({ checkpointer: new MemorySaver() });
+    const out = await graph.invoke({ messages: [new HumanMessage('pay')] }, { configurable: { thread_id: 't-node-timeout' } });
+    expect(starts).toBe(1);
+    expect(payments).toHaveLength(1);
+    expect(toolMessages(out).at(-1)!.content).toBe(JSON.stringify({ receipt: 'r-1' }));
   });
 });

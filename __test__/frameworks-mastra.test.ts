@@ -71,3 +71,41 @@ describe('idempotent-tools/mastra (context shape of @mastra/core 1.x; not end to
     expect(scoped.payments).toHaveLength(0);
   });
 });
+
+describe('idempotentTools() over a Mastra tools record (context shape; the running agent is in e2e/node22/mastra.mjs)', () => {
+  const { idempotentTools }: typeof import('../dist/integrations/mastra.js') = require(`${ROOT}/dist/integrations/mastra.js`);
+  /** Like createTool's result: a class instance whose own properties Mastra reads. */
+  class Tool {
+    constructor(readonly id: string, readonly execute?: (input: any, context: any) => Promise<unknown>) {}
+    describe() {
+      return `tool ${this.id}`;
+    }
+  }
+
+  it('keeps each tool\'s class and properties; a business key makes a re-call under a new toolCallId a replay', async () => {
+    const payments: unknown[] = [];
+    const raw = {
+      sendPayment: new Tool('send-payment', async (input: { orderId: string }) => {
+        payments.push(input);
+        return { receipt: `r-${payments.length}` };
+      }),
+      lookup: new Tool('lookup', async () => 'open'),
+      clientSide: new Tool('client-side'),
+    };
+    const tools = idempotentTools(raw, { store: new SqliteStore({ path: tempDb() }), readOnly: ['lookup'], tools: { sendPayment: { key: (i: { orderId: string }) => i.orderId } } });
+    expect(tools.lookup).toBe(raw.lookup);
+    expect(tools.clientSide).toBe(raw.clientSide);
+    expect(tools.sendPayment).toBeInstanceOf(Tool);
+    expect(tools.sendPayment.describe()).toBe('tool send-payment');
+    const a = await tools.sendPayment.execute!({ orderId: 'o-1' }, agentContext({ toolCallId: 'call_1' }));
+    const b = await tools.sendPayment.execute!({ orderId: 'o-1' }, agentContext({ toolCallId: 'call_2', messages: [{ role: 'assistant', content: [] }] }));
+    expect(b).toEqual(a);
+    expect(payments).toHaveLength(1);
+    await expect(tools.sendPayment.execute!({ orderId: 'o-1', extra: 1 }, agentContext({ toolCallId: 'call_3' }))).rejects.toThrow(/tool "sendPayment".*business key "o-1"/);
+  });
+
+  it('a missing memory thread names the tool and the "scope" option', async () => {
+    const tools = idempotentTools({ sendPayment: new Tool('send-payment', async () => 1) }, { store: new SqliteStore({ path: tempDb() }) });
+    await expect(tools.sendPayment.execute!({}, agentContext({ threadId: undefined }))).rejects.toThrow(/tool "sendPayment".*no memory thread.*"scope" option/);
+  });
+});

@@ -5,10 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { runNode } from './helpers';
 
 const SUBPATHS: Record<string, string[]> = {
-  'idempotent-tools/langgraph': ['idempotentTool', 'toolCallContext', 'threadStepContext', 'stripTaskIds'],
-  'idempotent-tools/ai-sdk': ['idempotentTool'],
-  'idempotent-tools/openai-agents': ['idempotentTool'],
-  'idempotent-tools/mastra': ['idempotentTool'],
+  'idempotent-tools/langgraph': ['idempotentTool', 'toolCallContext', 'threadStepContext', 'stripTaskIds', 'idempotentToolsMiddleware'],
+  'idempotent-tools/langchain': ['idempotentToolsMiddleware'],
+  'idempotent-tools/ai-sdk': ['idempotentTool', 'idempotentTools'],
+  'idempotent-tools/openai-agents': ['idempotentTool', 'idempotentTools'],
+  'idempotent-tools/mastra': ['idempotentTool', 'idempotentTools'],
 };
 
 describe('framework subpaths', () => {
@@ -30,7 +31,12 @@ describe('framework subpaths', () => {
       import { idempotentTool as a } from 'idempotent-tools/ai-sdk';
       import { idempotentTool as o } from 'idempotent-tools/openai-agents';
       import { idempotentTool as m } from 'idempotent-tools/mastra';
-      console.log([idempotentTool, toolCallContext, threadStepContext, a, o, m].every((f) => typeof f === 'function'));`]);
+      import { idempotentToolsMiddleware } from 'idempotent-tools/langchain';
+      import { idempotentToolsMiddleware as fromLanggraph, idempotentTool as lg } from 'idempotent-tools/langgraph';
+      import { idempotentTools as at } from 'idempotent-tools/ai-sdk';
+      import { idempotentTools as ot } from 'idempotent-tools/openai-agents';
+      import { idempotentTools as mt } from 'idempotent-tools/mastra';
+      console.log([idempotentTool, toolCallContext, threadStepContext, a, o, m, idempotentToolsMiddleware, at, ot, mt].every((f) => typeof f === 'function') && fromLanggraph === idempotentToolsMiddleware && lg === idempotentTool);`]);
     expect(esm.stderr).toBe('');
     expect(esm.stdout.trim()).toBe('true');
   });

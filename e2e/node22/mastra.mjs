@@ -13,7 +13,7 @@ import { Agent } from '@mastra/core/agent';
 import { Mastra } from '@mastra/core/mastra';
 import { createTool } from '@mastra/core/tools';
 import { SqliteStore, step } from 'idempotent-tools';
-import { idempotentTool } from 'idempotent-tools/mastra';
+import { idempotentTool, idempotentTools } from 'idempotent-tools/mastra';
 import { z } from 'zod';
 
 const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 };
@@ -112,6 +112,58 @@ async function interruptResume(wrap) {
   return { charges: charges.length, resumed };
 }
 
+/** A model that calls sendPayment, then (a re-plan) calls it again under a new id with the same input, then answers. */
+function recallingModel() {
+  const respond = (prompt) => {
+    const results = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.type === 'tool-result').length;
+    if (results >= 2) {
+      return [
+        { type: 'stream-start', warnings: [] },
+        { type: 'text-start', id: 't1' },
+        { type: 'text-delta', id: 't1', delta: 'Paid.' },
+        { type: 'text-end', id: 't1' },
+        { type: 'finish', finishReason: 'stop', usage },
+      ];
+    }
+    return [
+      { type: 'stream-start', warnings: [] },
+      { type: 'tool-call', toolCallId: `call_pay_${results + 1}`, toolName: 'sendPayment', input: JSON.stringify({ orderId: 'o-42', cents: 1999 }) },
+      { type: 'finish', finishReason: 'tool-calls', usage },
+    ];
+  };
+  return { ...scriptedModel(), async doStream({ prompt }) {
+    const parts = respond(prompt);
+    return { stream: new ReadableStream({ start(c) { for (const p of parts) c.enqueue(p); c.close(); } }) };
+  } };
+}
+
+/** The README's Mastra install: idempotentTools over the agent's tools, a business key on the charge. */
+async function businessKey(wrap) {
+  const charges = [];
+  const store = new SqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'e2e-mastra-')), 'store.db') });
+  const raw = {
+    sendPayment: createTool({
+      id: 'send-payment',
+      description: 'Charge an order',
+      inputSchema: z.object({ orderId: z.string(), cents: z.number() }),
+      execute: async ({ orderId, cents }) => {
+        charges.push({ orderId, cents });
+        return { chargeId: `ch_${charges.length}` };
+      },
+    }),
+  };
+  const tools = wrap
+    ? idempotentTools(raw, { store, scope: 'conversation-42', tools: { sendPayment: { key: (input) => `order-${input.orderId}` } } })
+    : raw;
+  const agent = new Agent({ id: 'payer2', name: 'payer2', instructions: 'Pay orders.', model: recallingModel(), tools });
+  new Mastra({ agents: { payer2: agent }, logger: false });
+  const out = await agent.stream('Pay order o-42', { maxSteps: 5 });
+  const results = [];
+  for await (const chunk of out.fullStream) if (chunk.type === 'tool-result') results.push(JSON.stringify(chunk.payload?.result ?? chunk.result));
+  await store.close();
+  return { charges: charges.length, results };
+}
+
 let failed = false;
 function expectCharges(what, got, want) {
   const ok = got === want;
@@ -132,6 +184,15 @@ expectCharges('suspend then resume, idempotentTool', wrappedResume.charges, 1);
 console.log(`     resumed stream: ${wrappedResume.resumed}`);
 if (!wrappedResume.resumed.includes('tool-result')) {
   console.log('     note: the resumed run got no tool-result: the replay returned what the first run returned (its suspend)');
+}
+const plainKey = await businessKey(false);
+expectCharges('the model calls again under a new id, plain tools', plainKey.charges, 2);
+const keyed = await businessKey(true);
+expectCharges('the model calls again under a new id, idempotentTools with a business key', keyed.charges, 1);
+console.log(`     tool results: ${keyed.results.join(' ')}`);
+if (keyed.results.length !== 2 || keyed.results[0] !== keyed.results[1]) {
+  failed = true;
+  console.log('FAIL the re-call did not get the first call\'s result');
 }
 console.log(failed ? 'mastra e2e: FAILED' : 'mastra e2e: ok');
 process.exit(failed ? 1 : 0)

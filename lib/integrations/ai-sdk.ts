@@ -1,7 +1,17 @@
 /**
  * `idempotent-tools/ai-sdk`: idempotent `execute` functions for Vercel AI SDK tools
- * (`ai` 5 and 6: `execute(input, { toolCallId, messages, abortSignal, experimental_context })`).
- * Imports nothing from `ai`: it only reads the options object.
+ * (`ai` 5 and 6: `execute(input, { toolCallId, messages, abortSignal, experimental_context })`;
+ * `ai` 7: `execute(input, { toolCallId, messages, abortSignal, context })`, the tool's own
+ * context from `toolsContext`). Imports nothing from `ai`: it only reads the options object.
+ *
+ * A whole tool set at once (also the tools of an MCP client, `await mcp.tools()`):
+ *
+ * ```ts
+ * const tools = idempotentTools({ sendPayment, searchDocs }, {
+ *   scope: (input, { context }) => context.chatId,   // ai 7 (toolsContext); ai 6: experimental_context
+ *   readOnly: ['searchDocs'],
+ * });
+ * ```
  *
  * The AI SDK has no conversation id, and tool call ids are only unique within one
  * conversation, so a `scope` is required: your chat id, from a closure or from
@@ -21,14 +31,17 @@
  * ```
  */
 
-import { type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
+import { type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
 /** The parts of the AI SDK's `ToolExecutionOptions` this helper reads. */
 export interface AiSdkToolOptionsLike {
   toolCallId?: string;
+  /** `ai` 5 and 6: the context given to generateText/streamText. */
   experimental_context?: unknown;
+  /** `ai` 7: this tool's context, from generateText's `toolsContext[toolName]` (validated by its `contextSchema`). */
+  context?: unknown;
   messages?: unknown[];
   abortSignal?: unknown;
 }
@@ -65,7 +78,8 @@ export interface AiSdkToolOptions<I, R> extends ToolHelperOptions<I, R> {
 }
 
 const HINT =
-  'pass { scope: chatId } when you build the tools for a request, or { scope: (input, options) => options.experimental_context.chatId }.';
+  'pass { scope: chatId } when you build the tools for a request, or { scope: (input, options) => options.context.chatId } ' +
+  '(ai 7, with toolsContext: { toolName: { chatId } }; ai 5 and 6: options.experimental_context.chatId).';
 
 /**
  * Wraps an AI SDK `execute(input, options)`: the key comes from the scope, the turn (see
@@ -101,10 +115,42 @@ export function idempotentTool<I, R>(
           );
         }
         const chat = resolveScope('ai-sdk', scope, [input, execOptions], HINT);
-        return { framework: 'ai-sdk', toolCallId, signal: execOptions.abortSignal, scope: { chat, turn: turnOf(execOptions.messages, toolCallId) } };
+        return { framework: 'ai-sdk', toolCallId, signal: execOptions.abortSignal, scope: { chat, turn: turnOf(execOptions.messages, toolCallId) }, conversation: { chat } };
       },
     },
     fn,
     rest as AiSdkToolOptions<I, R> & Record<string, unknown>,
   ) as (input: I, options: AiSdkToolOptionsLike) => Promise<Awaited<R>>;
+}
+
+/** The options of `idempotentTools`: every tool's options (scope required), and per-tool choices. */
+export type AiSdkToolSetOptions = Omit<AiSdkToolOptions<any, unknown>, 'name'> & ToolSetChoices<Partial<AiSdkToolOptions<any, unknown>>>;
+
+/**
+ * Wraps every tool of an AI SDK tool set (a `ToolSet` record, also the tools of an MCP client
+ * from `@ai-sdk/mcp`): each tool with an `execute` gets an idempotent one (as `idempotentTool`
+ * makes it, named after its key in the set); tools without `execute` (client-side tools,
+ * provider-executed tools) are left as they are, as are the tools in `readOnly` or
+ * `tools: { name: false }`. Returns a new set; the tools passed in are not changed.
+ */
+export function idempotentTools<T extends Record<string, unknown>>(tools: T, options: AiSdkToolSetOptions): T {
+  const where = 'idempotent-tools/ai-sdk';
+  if (tools === null || typeof tools !== 'object' || Array.isArray(tools)) {
+    throw new TypeError(`${where}: idempotentTools(tools, options) takes a tool set (an object of tools by name), not ${Array.isArray(tools) ? 'an array' : describe(tools)}`);
+  }
+  const optionsOf = toolSetOptions<AiSdkToolOptions<any, unknown>>(where, Object.keys(tools), options);
+  const out: Record<string, unknown> = {};
+  for (const [name, tool] of Object.entries(tools)) {
+    const execute = (tool as { execute?: unknown } | null)?.execute;
+    const own = optionsOf(name);
+    if (typeof execute !== 'function' || own === undefined) {
+      out[name] = tool;
+      continue;
+    }
+    if (own.scope === undefined || own.scope === null || own.scope === '') {
+      throw new TypeError(`${where}: tool "${name}": idempotentTools() needs a "scope" option (it is ${describe(own.scope)}). The AI SDK has no conversation id and tool call ids repeat across conversations; ${HINT}`);
+    }
+    out[name] = copyTool(tool as object, { execute: idempotentTool(execute as (input: unknown, o: AiSdkToolOptionsLike) => unknown, own) });
+  }
+  return out as T;
 }

@@ -220,7 +220,8 @@ function ownToolCall(config: LangGraphConfigLike, input: unknown, tool: ToolIden
  * `Send`s, so a replayed handoff still applies) and LangChain messages (a `ToolMessage`
  * with its id and status), from the JSON the first run stored.
  */
-async function revive(value: unknown): Promise<unknown> {
+/** @internal */
+export async function revive(value: unknown): Promise<unknown> {
   if (Array.isArray(value)) return Promise.all(value.map(revive));
   if (value === null || typeof value !== 'object') return value;
   const proto = Object.getPrototypeOf(value);
@@ -245,7 +246,8 @@ async function revive(value: unknown): Promise<unknown> {
 }
 
 /** A `Command` as JSON data (its own `toJSON` drops `graph`, which a handoff to the parent needs). */
-function toStorable(value: unknown): unknown {
+/** @internal */
+export function toStorable(value: unknown): unknown {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
   const o = value as Record<string, unknown>;
   if (Object.getPrototypeOf(o) === Object.prototype) return value;
@@ -287,13 +289,13 @@ export function idempotentTool<I, R>(
         return undefined;
       },
       identify: (input, [config]) => {
-        checkConfig(config, 'the wrapped tool');
-        const toolCallId = toolCallIdOfOrThrow(config, 'the wrapped tool');
+        checkConfig(config, 'idempotentTool()');
+        const toolCallId = toolCallIdOfOrThrow(config, 'idempotentTool()');
         let scoped: Json;
         if (scope !== undefined) {
           scoped = resolveScope('langgraph', scope, [input, config], 'return a thread or run id from "scope".');
         } else {
-          scoped = threadIdOf(config, 'the wrapped tool');
+          scoped = threadIdOf(config, 'idempotentTool()');
         }
         const ns = config.configurable?.checkpoint_ns;
         const toolName = typeof config.toolCall?.name === 'string' ? config.toolCall.name : undefined;
@@ -307,10 +309,17 @@ export function idempotentTool<I, R>(
             checkpoint_ns: typeof ns === 'string' ? stripTaskIds(ns) : '',
             message: aiMessageIdOf(config, toolCallId) ?? null,
           },
+          conversation: { thread: scoped, checkpoint_ns: typeof ns === 'string' ? stripTaskIds(ns) : '' },
         };
       },
+      toolNameOf: (_input, [config]) => (typeof config?.toolCall?.name === 'string' ? config.toolCall.name : undefined),
     },
     fn,
     rest as LangGraphToolOptions<I, R> & Record<string, unknown>,
   ) as (input: I, config: LangGraphConfigLike) => Promise<Awaited<R>>;
 }
+
+// The agent-wide install for LangChain's createAgent lives in ./langchain.ts; it is here too
+// because LangGraph users look for it here.
+export { idempotentToolsMiddleware } from './langchain.js';
+export type { IdempotentToolsMiddleware, IdempotentToolsMiddlewareOptions, PerToolOptions, ToolCallRequestLike } from './langchain.js';

@@ -22,7 +22,7 @@
  */
 
 import { turnOf } from './ai-sdk.js';
-import { type Json, type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
+import { type Json, type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
@@ -95,10 +95,44 @@ export function idempotentTool<I, R>(
         }
         // The turn (the position of the assistant message that made the call, as for the AI
         // SDK, whose message format Mastra passes): call ids that repeat every turn differ.
-        return { framework: 'mastra', toolCallId, signal: context.abortSignal, scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) } };
+        return {
+          framework: 'mastra',
+          toolCallId,
+          signal: context.abortSignal,
+          scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) },
+          conversation: { conversation: scoped },
+        };
       },
     },
     fn,
     rest as MastraToolOptions<I, R> & Record<string, unknown>,
   ) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
+}
+
+/** The options of `idempotentTools`: every tool's options, and per-tool choices. */
+export type MastraToolSetOptions = Omit<MastraToolOptions<any, unknown>, 'name'> & ToolSetChoices<Partial<MastraToolOptions<any, unknown>>>;
+
+/**
+ * Wraps every tool of a Mastra agent's `tools` (a record by name, as `new Agent({ tools })`
+ * takes it, or an array of tools, named by their `id`): each tool with an `execute` gets an
+ * idempotent one (as `idempotentTool` makes it, named after its name in the set); tools
+ * without `execute`, those in `readOnly` and those with `tools: { name: false }` are left as
+ * they are. Returns a new record (or array); the tools passed in are not changed.
+ */
+export function idempotentTools<T extends Record<string, unknown> | readonly unknown[]>(tools: T, options?: MastraToolSetOptions): T {
+  const where = 'idempotent-tools/mastra';
+  if (tools === null || typeof tools !== 'object') {
+    throw new TypeError(`${where}: idempotentTools(tools, options) takes an agent's tools (a record by name, or an array), not ${describe(tools)}`);
+  }
+  const entries: Array<[string, unknown]> = Array.isArray(tools)
+    ? tools.map((t, i) => [idOf((t as { id?: unknown } | null)?.id) ?? `#${i}`, t])
+    : Object.entries(tools);
+  const optionsOf = toolSetOptions<MastraToolOptions<any, unknown>>(where, entries.map(([n]) => n), options);
+  const wrapped = entries.map(([name, tool]): [string, unknown] => {
+    const execute = (tool as { execute?: unknown } | null)?.execute;
+    const own = optionsOf(name);
+    if (typeof execute !== 'function' || own === undefined) return [name, tool];
+    return [name, copyTool(tool as object, { execute: idempotentTool(execute as (input: unknown, c: MastraContextLike) => unknown, own) })];
+  });
+  return (Array.isArray(tools) ? wrapped.map(([, t]) => t) : Object.fromEntries(wrapped)) as unknown as T;
 }

@@ -22,7 +22,7 @@
  * ```
  */
 
-import { type Scope, type ToolHelperOptions, describe, idOf, resolveScope, wrapToolCall } from './shared.js';
+import { type Framework, type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
@@ -70,10 +70,22 @@ export function idempotentTool<I, R, C = any>(
   }
   type Rest = [RunContextLike<C>, ToolCallDetailsLike | undefined];
   return wrapToolCall<I, Rest, R>(
-    {
+    agentsFramework<I, Rest>(scope as Scope<[I, RunContextLike<C>, ToolCallDetailsLike | undefined]>),
+    fn as (input: I, ...rest: Rest) => R,
+    rest as OpenAiAgentsToolOptions<I, R, C> & Record<string, unknown>,
+  ) as (input: I, runContext?: RunContextLike<C>, details?: ToolCallDetailsLike) => Promise<Awaited<R>>;
+}
+
+/** How this helper reads a call: the call id and item id from `details`, the scope from the option. */
+function agentsFramework<I, Rest extends [RunContextLike, ToolCallDetailsLike | undefined, ...unknown[]]>(
+  scope: Scope<[I, RunContextLike, ToolCallDetailsLike | undefined]>,
+  failedOutput?: (result: unknown) => string | undefined,
+): Framework<I, Rest> {
+  return {
       name: 'openai-agents',
       generator: 'last-yield',
       carriesToolName: true,
+      failedOutput,
       identify: (input, [runContext, details]) => {
         const toolCallId = idOf(details?.toolCall?.callId);
         if (toolCallId === undefined) {
@@ -86,19 +98,106 @@ export function idempotentTool<I, R, C = any>(
         // The model's output item id (Responses API) is unique per turn even when a provider
         // reuses call ids; the Chat Completions path has none (a fixed placeholder).
         const itemId = idOf(details?.toolCall?.id);
+        const conversation = resolveScope('openai-agents', scope, [input, runContext, details], HINT);
         return {
           framework: 'openai-agents',
           toolCallId,
           toolName: typeof details?.toolCall?.name === 'string' ? details.toolCall.name : undefined,
           signal: details?.signal,
-          scope: {
-            conversation: resolveScope('openai-agents', scope, [input, runContext, details], HINT),
-            item: itemId === undefined || itemId === FAKE_ID ? null : itemId,
-          },
+          scope: { conversation, item: itemId === undefined || itemId === FAKE_ID ? null : itemId },
+          conversation: { conversation },
         };
       },
-    },
-    fn as (input: I, ...rest: Rest) => R,
-    rest as OpenAiAgentsToolOptions<I, R, C> & Record<string, unknown>,
-  ) as (input: I, runContext?: RunContextLike<C>, details?: ToolCallDetailsLike) => Promise<Awaited<R>>;
+  };
+}
+
+/** What `tool()` from `@openai/agents` makes: the parts this helper reads and replaces. */
+export interface FunctionToolLike {
+  type: string;
+  name: string;
+  invoke: (runContext: any, input: string, details?: any) => Promise<unknown>;
+}
+
+/** The options of `idempotentTools`: every tool's options (scope required), and per-tool choices. */
+export type OpenAiAgentsToolSetOptions<C = any> = Omit<OpenAiAgentsToolOptions<any, unknown, C>, 'name'> &
+  ToolSetChoices<Partial<OpenAiAgentsToolOptions<any, unknown, C>>>;
+
+/**
+ * What the Agents SDK's default `errorFunction` makes of a throw: "An error occurred while
+ * running the tool. Please try again." (0.20: without the error; earlier versions add
+ * " Error: <error>"). The model gets it, and the call is recorded as failed (so the next
+ * call runs again), not as a result to replay.
+ */
+const DEFAULT_ERROR = 'An error occurred while running the tool. Please try again.';
+const DEFAULT_ERROR_PREFIX = `${DEFAULT_ERROR} Error: `;
+function defaultErrorOutput(result: unknown): string | undefined {
+  if (typeof result !== 'string') return undefined;
+  if (result === DEFAULT_ERROR) return 'the tool threw (the SDK\'s default errorFunction does not say what)';
+  return result.startsWith(DEFAULT_ERROR_PREFIX) ? result.slice(DEFAULT_ERROR_PREFIX.length) : undefined;
+}
+
+/**
+ * Wraps every function tool of an agent's `tools` array (what `tool()` returns): each one's
+ * `invoke` runs inside its record, keyed by the scope, the call id and the parsed input;
+ * other tools (hosted tools, computer, shell), the tools in `readOnly` and those with
+ * `tools: { name: false }` are left as they are. The per-tool `timeoutMs` stays outside the
+ * guard: a call that timed out keeps running, and the model's next call under the same
+ * business key (`key`) waits for it and gets its result. Returns a new array.
+ */
+export function idempotentTools<T extends readonly unknown[], C = any>(tools: T, options: OpenAiAgentsToolSetOptions<C>): T {
+  const where = 'idempotent-tools/openai-agents';
+  if (!Array.isArray(tools)) throw new TypeError(`${where}: idempotentTools(tools, options) takes an agent's tools array, not ${describe(tools)}`);
+  const isFunctionTool = (t: unknown): t is FunctionToolLike =>
+    t !== null && typeof t === 'object' && (t as FunctionToolLike).type === 'function' && typeof (t as FunctionToolLike).invoke === 'function' && typeof (t as FunctionToolLike).name === 'string';
+  const names = tools.filter(isFunctionTool).map((t) => t.name);
+  const optionsOf = toolSetOptions<OpenAiAgentsToolOptions<any, unknown, C>>(where, names, options);
+  return tools.map((t) => {
+    if (!isFunctionTool(t)) return t;
+    const own = optionsOf(t.name);
+    if (own === undefined) return t;
+    const { scope, ...rest } = own;
+    if (scope === undefined || scope === null || scope === '') {
+      throw new TypeError(`${where}: tool "${t.name}": idempotentTools() needs a "scope" option (it is ${describe(scope)}). Call ids repeat across conversations; ${HINT}`);
+    }
+    const invoke = t.invoke;
+    type Rest = [RunContextLike<C>, ToolCallDetailsLike | undefined, string];
+    // The key is made from the parsed input (so {"a":1,"b":2} and {"b":2,"a":1} are one call);
+    // the tool gets the JSON text the model sent, as before.
+    // What the tool's own invoke threw (an abort, a raise_exception timeout) goes on as it was.
+    const thrownByTool = new WeakSet<object>();
+    const guarded = wrapToolCall<unknown, Rest, Promise<unknown>>(
+      agentsFramework<unknown, Rest>(scope as Scope<[unknown, RunContextLike, ToolCallDetailsLike | undefined]>, defaultErrorOutput),
+      async function (this: unknown, _parsed: unknown, runContext: RunContextLike<C>, details: ToolCallDetailsLike | undefined, text: string) {
+        try {
+          return await invoke.call(t, runContext, text, details);
+        } catch (err) {
+          if (err !== null && typeof err === 'object') thrownByTool.add(err);
+          throw err;
+        }
+      },
+      rest as ToolHelperOptions<unknown, Promise<unknown>> & Record<string, unknown>,
+    );
+    return copyTool(t, {
+      invoke: async (runContext: RunContextLike<C>, input: string, details?: ToolCallDetailsLike) => {
+        try {
+          return await guarded(parsedInput(input), runContext, details, input);
+        } catch (err) {
+          // Our own errors (a key mismatch, a configuration error, the store) reach the model
+          // as the SDK renders a tool's error, not as a failed run.
+          if (err !== null && typeof err === 'object' && thrownByTool.has(err)) throw err;
+          return `${DEFAULT_ERROR_PREFIX}${err instanceof Error ? err.toString() : String(err)}`;
+        }
+      },
+    });
+  }) as unknown as T;
+}
+
+/** The model's JSON arguments as data for the key; text that is not JSON is keyed as the text. */
+function parsedInput(input: unknown): unknown {
+  if (typeof input !== 'string') return input;
+  try {
+    return JSON.parse(input);
+  } catch {
+    return input;
+  }
 }

@@ -15,9 +15,12 @@
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
 
+import { running } from '../call-context.js';
 import { Unencodable, canonicalJson } from '../canonical.js';
 import { ToolSuspended, markAborted } from '../control-flow.js';
+import { KeyMismatchError } from '../errors.js';
 import type { IdempotencyEvent } from '../events.js';
 import { type IdempotentFunction, idempotent } from '../idempotent.js';
 import { type IdempotentOptions, resolveOptions } from '../options.js';
@@ -42,6 +45,11 @@ export interface CallSite extends ToolCallInfo {
   toolName?: string;
   /** The framework's abort signal for this call: an error thrown after it fired is an abort. */
   signal?: unknown;
+  /**
+   * The scope a business key (the `key` option) lives in: the conversation without the
+   * turn or message parts (a model that calls again does so in a later turn). Default: `scope`.
+   */
+  conversation?: Json;
 }
 
 /** A core event, plus which framework tool call it belongs to. */
@@ -70,6 +78,14 @@ export type ToolReconcileAnswer<R> = { happened: true; result: Awaited<R> } | { 
 /** The options every helper takes: `idempotent()`'s, except the ones the helper sets itself. */
 export interface ToolHelperOptions<I, R>
   extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent' | 'onDuplicate' | 'reconcile' | 'meta'> {
+  /**
+   * A business key: `(input) => string`, e.g. `(input) => `order-${input.orderId}``. Within
+   * the call's conversation (thread, chat, run), the call is then that key, whatever its
+   * tool call id: a model that calls the tool again under a new id (after an error, a
+   * timeout, a re-plan) gets the first call's result, or joins it while it still runs.
+   * The same key with other input is a KeyMismatchError (the model sees it as a tool error).
+   */
+  key?: (input: I) => string;
   /**
    * What a re-run does while the first run of the same tool call is still in flight:
    * `'block'` (the default) waits for its result, for as long as its owner holds the lease;
@@ -116,6 +132,14 @@ export interface Framework<I, Rest extends unknown[]> {
   /** Turns a result into storable JSON data (LangGraph: a Command). */
   toStorable?: (result: unknown) => unknown;
   /**
+   * Whether what the tool returned is the framework's rendering of a failure (OpenAI
+   * Agents turns a throw into an error string): returns the error message, and the call
+   * is recorded as failed (it runs again next time) while the framework gets the value.
+   */
+  failedOutput?: (result: unknown) => string | undefined;
+  /** The tool's name from the framework's arguments, for error messages (when `fn` is anonymous). */
+  toolNameOf?: (input: I, rest: Rest) => string | undefined;
+  /**
    * A call whose framework context belongs to an enclosing tool call (a nested
    * `tool.invoke(args, config)`): returns that call's id; the call runs as a step of the
    * enclosing wrapped call.
@@ -158,8 +182,38 @@ async function runTool(input: unknown, _info: ToolCallInfo, state: CallState, fr
 }
 
 const KNOWN_OPTIONS = new Set([
-  'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs', 'leaseMs', 'payload', 'onEvent', 'annotate', 'reconcile',
+  'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs', 'leaseMs', 'key', 'payload', 'onEvent', 'annotate', 'reconcile',
 ]);
+
+/**
+ * A result the framework made out of a failure (see `Framework.failedOutput`): thrown
+ * through the core so the record is `failed`, then handed back to the framework as it was.
+ */
+class ToolErrorOutput extends Error {
+  override readonly name = 'ToolErrorOutput';
+  constructor(readonly value: unknown, message: string, readonly owner: object) {
+    super(message);
+  }
+}
+
+/**
+ * The explicit key of a call under a business key: readable first (so
+ * `inspect --key order-42` finds it by prefix), then the tool and a digest of the
+ * conversation, so two tools or two conversations never share it.
+ */
+function businessKeyOf(businessKey: string, name: string, conversation: Json): string {
+  const digest = createHash('sha256').update(canonicalJson({ name, conversation })).digest('hex').slice(0, 32);
+  return `${businessKey}|${name}|${digest}`;
+}
+
+/** `err` with the tool's name after the helper's prefix, so the developer knows which tool it was. */
+function namingTool(err: unknown, where: string, name: string): unknown {
+  if (!(err instanceof TypeError) || name === '') return err;
+  const prefix = `${where}: `;
+  if (!err.message.startsWith(prefix) || err.message.includes(`tool "${name}"`)) return err;
+  const named = new TypeError(`${prefix}tool "${name}": ${err.message.slice(prefix.length)}`, err.cause === undefined ? undefined : { cause: err.cause });
+  return named;
+}
 
 /** Whether the core `idempotent()` takes an option (the record metadata option arrived later). */
 const coreTakes = new Map<string, boolean>();
@@ -196,18 +250,18 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
   const o = (options ?? {}) as Record<string, unknown>;
   if (o === null || typeof o !== 'object') throw new TypeError(`${where}: options must be an object`);
   for (const option of Object.keys(o)) {
-    if (option === 'key' || option === 'context') {
+    if (option === 'context') {
       throw new TypeError(
-        `${where}: option "${option}" is not taken here: the helper derives the key from the tool call (its scope and id) and the input. ` +
-          'To choose which part of the input identifies the call, pass "payload": (input) => ({ orderId: input.orderId }).',
+        `${where}: option "context" is not taken here: the helper derives the scope from the tool call (its thread or conversation) and the input. ` +
+          'Pass "scope" for the conversation, "key": (input) => `order-${input.orderId}` for a business key, or "payload" to choose which part of the input identifies the call.',
       );
     }
     if (!KNOWN_OPTIONS.has(option)) {
       throw new TypeError(`${where}: option "${option}" is not an option; the options are ${[...KNOWN_OPTIONS].join(', ')}`);
     }
   }
-  const { payload, onEvent, annotate, reconcile, ...rest } = o as ToolHelperOptions<I, R>;
-  for (const [option, value] of Object.entries({ payload, onEvent, annotate, reconcile })) {
+  const { key: businessKey, payload, onEvent, annotate, reconcile, ...rest } = o as ToolHelperOptions<I, R>;
+  for (const [option, value] of Object.entries({ key: businessKey, payload, onEvent, annotate, reconcile })) {
     if (value !== undefined && typeof value !== 'function') {
       throw new TypeError(`${where}: option "${option}" must be a function, not ${value === null ? 'null' : typeof value}`);
     }
@@ -244,6 +298,8 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       let value: unknown = await fn.apply(state.self, [input as I, ...(args as Rest)]);
       value = await drained(value, framework.generator);
       if (state.suspended) throw new ToolSuspended(value);
+      const failure = framework.failedOutput?.(value);
+      if (failure !== undefined) throw new ToolErrorOutput(value, failure, state);
       return framework.toStorable ? framework.toStorable(value) : value;
     } catch (thrown) {
       const signal = state.site.signal as { aborted?: unknown } | undefined;
@@ -301,6 +357,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     let key: string;
     const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never, exec };
     let args: Args;
+    let business: string | undefined;
     try {
       site = framework.identify(input, frameworkArgs, tool);
       name = fixedName || site.toolName || '';
@@ -314,20 +371,51 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       const info: ToolCallInfo = { framework: site.framework, toolCallId: site.toolCallId, scope: site.scope };
       args = [input, info, state, frameworkArgs];
       checkEncodable(where, name, pick, input, info.scope);
-      key = coreFor(name).keyFor(...args);
+      if (businessKey !== undefined) {
+        business = businessKeyFrom(where, businessKey, input);
+        key = businessKeyOf(business, name, site.conversation ?? site.scope);
+      } else {
+        key = coreFor(name).keyFor(...args);
+      }
     } catch (err) {
-      throw configurationError(err);
+      // The name the model calls the tool by, when the framework says it; else the wrapper's.
+      let shown = '';
+      try {
+        shown = framework.toolNameOf?.(input, frameworkArgs) ?? '';
+      } catch {
+        shown = '';
+      }
+      if (shown === '') shown = fixedName;
+      throw configurationError(namingTool(err, where, shown));
+    }
+    // The enclosing wrapped call has this very key (a tool wrapped with idempotentTool under
+    // idempotentToolsMiddleware, keyed alike): it is the same call, whose record the enclosing
+    // one holds. Waiting for that record would wait for ourselves: run the tool as its body.
+    if (running.getStore()?.key === key) {
+      let value: unknown = await fn.apply(this, [input, ...frameworkArgs]);
+      value = await drained(value, framework.generator);
+      return value;
     }
     const wrapped = coreFor(name);
     const info = args[1];
     let result: unknown;
     let leaseLost = false;
+    const call = business === undefined ? wrapped : wrapped.withKey(key);
     for (;;) {
       try {
-        result = await current.run(info, () => wrapped(...args));
+        result = await current.run(info, () => call(...args));
         break;
       } catch (err) {
         if (err instanceof ToolSuspended && state.suspended) return err.value; // the framework gets what suspend() gave
+        if (err instanceof ToolErrorOutput && err.owner === state) return err.value; // recorded as failed; the framework's own rendering
+        if (business !== undefined && (err as { code?: unknown } | null)?.code === 'KEY_MISMATCH' && (err as { key?: unknown }).key === key) {
+          throw new KeyMismatchError(
+            `${where}: tool "${name}" was already called in this conversation with the business key "${business}" (its "key" option) and other input. ` +
+              'A business key names one call: the first call\'s input stands. To make another call, give it another key; ' +
+              'to change the first one, use the API that changes it (refund, update), not this tool again.',
+            { key },
+          );
+        }
         const signal = site.signal as { aborted?: unknown } | undefined;
         if (signal !== null && typeof signal === 'object' && signal.aborted === true) throw err;
         const code = (err as { code?: unknown; key?: unknown } | null)?.code;
@@ -400,8 +488,14 @@ export function scopeLabel(scope: Json): string {
 /** Checks that the payload (and scope) can be keyed; a TypeError that points at "payload" otherwise. Returns the payload's JSON. */
 function checkEncodable<I>(where: string, name: string, pick: (input: I) => unknown, input: I, scope: Json | null): string {
   let json: string;
+  let picked: unknown;
   try {
-    json = canonicalJson(pick(input));
+    picked = pick(input);
+  } catch (err) {
+    throw new TypeError(`${where}: the "payload" option of tool "${name}" threw: ${messageOf(err)}. Return the JSON data that identifies the call from the input.`, { cause: err });
+  }
+  try {
+    json = canonicalJson(picked);
   } catch (err) {
     if (!(err instanceof Unencodable)) throw err;
     throw new TypeError(
@@ -418,6 +512,24 @@ function checkEncodable<I>(where: string, name: string, pick: (input: I) => unkn
     throw new TypeError(`${where}: the scope of tool "${name}" cannot be keyed: ${err.pathFrom('scope')} is ${err.what}. Return a string id (or JSON data) from "scope".`, { cause: err });
   }
   return json;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The business key of a call: the "key" option's string, or a TypeError that says what it returned. */
+function businessKeyFrom<I>(where: string, key: (input: I) => string, input: I): string {
+  let value: unknown;
+  try {
+    value = key(input);
+  } catch (err) {
+    throw new TypeError(`${where}: the "key" option threw: ${messageOf(err)}. It gets the tool's input and must return a non-empty string (a business key such as \`order-\${input.orderId}\`).`, { cause: err });
+  }
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new TypeError(`${where}: the "key" option returned ${describe(value)}; it must return a non-empty string (a business key such as \`order-\${input.orderId}\`).`);
+  }
+  return value;
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
@@ -470,7 +582,16 @@ export function resolveScope<Call extends unknown[]>(
   call: Call,
   hint: string,
 ): Json {
-  const value = typeof scope === 'function' ? scope(...call) : scope;
+  let value: Json | undefined;
+  try {
+    value = typeof scope === 'function' ? scope(...call) : scope;
+  } catch (err) {
+    throw new TypeError(
+      `idempotent-tools/${framework}: the "scope" option threw: ${messageOf(err)}. ` +
+        `It must return the conversation's id (a string or JSON data) for every call of this tool: ${hint}`,
+      { cause: err },
+    );
+  }
   if (value === undefined || value === null || value === '') {
     throw new TypeError(
       `idempotent-tools/${framework}: ${typeof scope === 'function' ? 'the "scope" option returned ' + describe(value) : 'the "scope" option is missing'}. ` +
@@ -478,4 +599,67 @@ export function resolveScope<Call extends unknown[]>(
     );
   }
   return value;
+}
+
+/** What the tool-set helpers (`idempotentTools`) take besides the options of each tool. */
+export interface ToolSetChoices<PerTool> {
+  /** Options per tool name (a business `key`, a `payload`, ...), or `false` (or `{ guard: false }`) to leave a tool unguarded. */
+  tools?: Record<string, (PerTool & { guard?: boolean }) | false>;
+  /** Tools without side effects (search, lookups): left as they are. */
+  readOnly?: string[];
+}
+
+/**
+ * Splits a tool-set helper's options into the defaults and a per-tool lookup: `undefined`
+ * for a tool left unguarded, else its options (the defaults, its own over them, and its name).
+ * Names in `tools` or `readOnly` that the set does not have are a TypeError (a typo would
+ * leave a tool unguarded, or guarded when it should not be). @internal
+ */
+export function toolSetOptions<O extends object>(
+  where: string,
+  names: string[],
+  options: (O & ToolSetChoices<Partial<O>>) | undefined,
+): (name: string) => (O & { name: string }) | undefined {
+  if (options !== undefined && (options === null || typeof options !== 'object' || Array.isArray(options))) {
+    throw new TypeError(`${where}: idempotentTools(tools, options): options must be an object, not ${describe(options)}`);
+  }
+  const { tools: perTool = {}, readOnly = [], ...defaults } = (options ?? {}) as ToolSetChoices<Partial<O>> & Record<string, unknown>;
+  if ('name' in defaults) {
+    throw new TypeError(`${where}: option "name" is not taken by idempotentTools(): each tool's records are named after its name in the set.`);
+  }
+  if (perTool === null || typeof perTool !== 'object' || Array.isArray(perTool)) {
+    throw new TypeError(`${where}: option "tools" must be an object of tool names to options (or false), not ${describe(perTool)}`);
+  }
+  if (!Array.isArray(readOnly) || readOnly.some((n) => typeof n !== 'string')) {
+    throw new TypeError(`${where}: option "readOnly" must be an array of tool names, not ${describe(readOnly)}`);
+  }
+  const known = new Set(names);
+  for (const name of [...Object.keys(perTool), ...readOnly]) {
+    if (!known.has(name)) {
+      throw new TypeError(`${where}: tool "${name}" (in the "tools" or "readOnly" option) is not in the tool set; its tools are ${names.map((n) => `"${n}"`).join(', ') || 'none'}.`);
+    }
+  }
+  const skipped = new Set(readOnly);
+  for (const [name, entry] of Object.entries(perTool)) {
+    if (entry !== false && (entry === null || typeof entry !== 'object' || Array.isArray(entry))) {
+      throw new TypeError(`${where}: tools["${name}"] must be an object of options or false, not ${describe(entry)}`);
+    }
+    if (entry === false || entry.guard === false) skipped.add(name);
+    else if (entry.guard !== undefined && entry.guard !== true) {
+      throw new TypeError(`${where}: tools["${name}"].guard must be true or false, not ${describe(entry.guard)}`);
+    }
+  }
+  return (name) => {
+    if (skipped.has(name)) return undefined;
+    const entry = perTool[name];
+    const { guard: _, ...own } = entry === false || entry === undefined ? {} : entry;
+    return { ...defaults, ...own, name } as unknown as O & { name: string };
+  };
+}
+
+/** A shallow copy of a tool object that keeps its class and every own property, with `overrides` on top. @internal */
+export function copyTool<T extends object>(tool: T, overrides: Record<string, unknown>): T {
+  const copy = Object.create(Object.getPrototypeOf(tool), Object.getOwnPropertyDescriptors(tool)) as T;
+  for (const [k, v] of Object.entries(overrides)) Object.defineProperty(copy, k, { value: v, writable: true, enumerable: true, configurable: true });
+  return copy;
 }
