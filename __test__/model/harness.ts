@@ -1068,7 +1068,8 @@ function commandArbs(fc: Fc, target: Target) {
   const slot = excluded.has('exotic') ? plain : fc.oneof({ arbitrary: plain, weight: 12 }, { arbitrary: fc.constantFrom(...EXOTIC_SLOTS), weight: 1 });
   const cents = excluded.has('reuse') ? fc.constant<Cents>(100) : fc.constantFrom<Cents>(100, 150);
   const plan = fc.record({
-    steps: excluded.has('steps') ? fc.constant<0>(0) : fc.constantFrom<0 | 1 | 2>(0, 1, 1, 2),
+    // Under idempotentTx a step is a TypeError: there, calls mostly do without, so most of them run.
+    steps: excluded.has('steps') ? fc.constant<0>(0) : target === 'tx' ? fc.constantFrom<0 | 1 | 2>(0, 0, 0, 0, 0, 1) : fc.constantFrom<0 | 1 | 2>(0, 1, 1, 2),
     outcome: fc.constantFrom<Outcome>('ok', 'ok', 'throw', 'interrupt'),
     slow: excluded.has('slow') ? fc.constant(false) : fc.constantFrom(false, false, false, false, false, false, false, true),
     lockAfterStep: excluded.has('lock') || target !== 'sqlite' ? fc.constant(false) : fc.constantFrom(false, false, false, false, false, false, false, true),
