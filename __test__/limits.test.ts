@@ -110,3 +110,23 @@ describe('size limits (issue 21 item 8)', () => {
     expect(() => idempotent(async function limited() {}, { store, [option]: value as never })).toThrow(new RegExp(`option "${option}" must be`));
   });
 });
+
+describe('the size limits through a framework helper', () => {
+  it('idempotentTool takes maxResultBytes as its type says (it was refused as "not an option")', async () => {
+    const { idempotentTool } = require(join(ROOT, 'dist', 'integrations', 'ai-sdk.js')) as typeof import('../dist/integrations/ai-sdk.js');
+    const store = new lib.SqliteStore({ path: tempDb() });
+    let runs = 0;
+    const execute = idempotentTool(
+      async function report(input: { n: number }) {
+        runs++;
+        return 'x'.repeat(input.n);
+      },
+      { store, scope: 'chat-1', maxResultBytes: 64 },
+    );
+    const options = { toolCallId: 'call_1', messages: [] } as unknown as Parameters<typeof execute>[1];
+    await expect(execute({ n: 100 }, options)).rejects.toThrow(/cannot be stored.*maxResultBytes/s);
+    await expect(execute({ n: 100 }, options)).rejects.toThrow(/cannot be stored/);
+    expect(runs).toBe(1);
+    await store.close();
+  });
+});

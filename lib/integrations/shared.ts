@@ -77,7 +77,7 @@ export type ToolReconcileAnswer<R> = { happened: true; result: Awaited<R> } | { 
 
 /** The options every helper takes: `idempotent()`'s, except the ones the helper sets itself. */
 export interface ToolHelperOptions<I, R>
-  extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent' | 'onDuplicate' | 'reconcile' | 'meta'> {
+  extends Omit<IdempotentOptions, 'key' | 'context' | 'payload' | 'onEvent' | 'onDuplicate' | 'reconcile' | 'meta' | 'preview'> {
   /**
    * A business key: `(input) => string`, e.g. `(input) => `order-${input.orderId}``. Within
    * the call's conversation (thread, chat, run), the call is then that key, whatever its
@@ -183,6 +183,8 @@ async function runTool(input: unknown, _info: ToolCallInfo, state: CallState, fr
 
 const KNOWN_OPTIONS = new Set([
   'store', 'name', 'ttlMs', 'onDuplicate', 'pollIntervalMs', 'pollTimeoutMs', 'leaseMs', 'key', 'payload', 'onEvent', 'annotate', 'reconcile',
+  // The size limits go to the core as they are (the type offers them: they must work).
+  'maxKeyBytes', 'maxArgsBytes', 'maxResultBytes',
 ]);
 
 /**
