@@ -99,7 +99,9 @@ export class MemoryStore implements Store {
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
       expiresAt: row.expiresAt,
-      leaseExpiresAt: row.status === 'pending' && row.leaseUntil !== null ? now + (row.leaseUntil - monotonic()) : null,
+      // On the wall clock, never earlier than the monotonic deadline that decides: Date.now()
+      // is whole milliseconds (up to 1 ms behind), so round up and add that millisecond.
+      leaseExpiresAt: row.status === 'pending' && row.leaseUntil !== null ? Math.ceil(now + (row.leaseUntil - monotonic())) + 1 : null,
       meta: row.meta === null ? null : structuredClone(row.meta),
       durationMs: row.durationMs,
     };
