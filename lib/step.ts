@@ -1,11 +1,12 @@
 /**
  * `step(label, fn)`: one side effect inside a running wrapped function, remembered under
- * the call's key and the label, so that when the function is run again from the top
+ * the call's key, its fingerprint and the label, so that when the function is run again from the top
  * (LangGraph re-runs a tool after `interrupt()` on resume; a retry after a later failure)
  * the steps it already did return their stored results instead of running again.
  *
  * A step is a small call of its own on the call's store, through the same Store interface
- * (acquire, renew, complete, fail): it inherits the call's lease and ttl, the result rule
+ * (acquire, renew, complete, fail): it inherits the call's lease (not its ttl: a step lives
+ * as long as its call is unfinished), settles through the call's retry path, the result rule
  * (`undefined` is kept; a result that cannot be stored is recorded as completed and is a
  * TypeError) and what a thrown value means (a failure lets the next run do the step
  * again; an abort after the step started keeps its claim, since the outcome is unknown).
