@@ -131,7 +131,15 @@ pub fn read_replay(
 fn lease_columns(now: &Now, lease_ms: f64) -> (i64, Option<&str>, Option<i64>) {
     let ms = whole_ms(lease_ms);
     let clock = now.lease.as_ref();
-    (now.wall + ms, clock.map(|c| c.id), clock.map(|c| c.ms + ms))
+    // The shown (wall) deadline is never earlier than the monotonic one that decides: the
+    // two clocks are read in whole ms a moment apart, so one more ms. A caller that waits
+    // for the wall clock to pass `leaseExpiresAt` then always finds the lease over.
+    let shown = if clock.is_some() {
+        now.wall + ms + 1
+    } else {
+        now.wall + ms
+    };
+    (shown, clock.map(|c| c.id), clock.map(|c| c.ms + ms))
 }
 
 /// The atomic claim (see `claim.rs`). Must run inside a write transaction.
