@@ -16,7 +16,12 @@ check() { # check "what" command...
 }
 finish() { echo "pack: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
+readme_before=$(mktemp "${TMPDIR:-/tmp}/idempotent-tools-readme-XXXXXX")
+cp README.md "$readme_before"
 npm run pack:local || { failed=$((failed + 1)); finish; }
+# pack:local writes README's size table from what it packed; the committed one must agree.
+check "README's size table is what pack:local measured (within 10%)" node scripts/pack-local.js --compare-sizes "$readme_before" README.md
+rm -f "$readme_before"
 main=$(ls pack/idempotent-tools-[0-9]*.tgz)
 platform=$(ls pack/idempotent-tools-*-*.tgz | grep -v "^$main$")
 ls -l pack/
@@ -86,7 +91,17 @@ install_ok() {
 }
 check "npm install of the two tarballs without Rust" install_ok
 echo "pack: installed size (kB, apparent):"
-(cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-*)
+(cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-* . | sed 's/\t\.$/\tnode_modules in all/')
+# The footprint the README claims: a bare install adds the package and its platform binary,
+# nothing else (the MCP proxy's SDK is bundled into dist/mcp/cli.js, see scripts/bundle-mcp.js).
+only_binary_ok() {
+  local got want
+  got=$(cd "$app/node_modules" && ls -A | grep -v -e '^\.package-lock\.json$' -e '^\.bin$' | sort | tr '\n' ' ')
+  want="idempotent-tools $(basename "$platform" | sed 's/-[0-9][^-]*\.tgz$//') "
+  echo "pack: node_modules holds: $got"
+  [ "$got" = "$want" ] || { echo "pack: want only: $want"; return 1; }
+}
+check "a bare npm install adds only the package and its platform binary" only_binary_ok
 
 cat > "$app/use.cjs" <<'JS'
 const { idempotent, SqliteStore } = require('idempotent-tools');
@@ -151,6 +166,39 @@ for bin in "$node20_bin" "$NODE22_BIN" "$NODE24_BIN"; do
   check "import on $v" as_user "$bin" node use.mjs
   check "npx idempotent-tools inspect on $v" cli_ok "$bin"
   check "conformance suite against the installed copy on $v" as_user "$bin" node --test conformance.mjs
+done
+# The MCP proxy from the installed copy, which has no @modelcontextprotocol/sdk of its own: a
+# client (the clone's SDK, in a folder of its own) calls a tool with a side effect twice
+# through `npx idempotent-tools mcp -- node email-server.mjs`; the email goes out once.
+mkdir -p "$work/mcp-client"
+ln -s "$root/node_modules" "$work/mcp-client/node_modules"
+cp "$root/examples/mcp/email-server.mjs" "$work/mcp-client/"
+cat > "$work/mcp-client/client.mjs" <<'JS'
+import { readFileSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+const [app, outbox, server] = process.argv.slice(2);
+const client = new Client({ name: 'pack-check', version: '1.0.0' });
+await client.connect(new StdioClientTransport({
+  command: 'npx', args: ['--no-install', 'idempotent-tools', 'mcp', '--', process.execPath, server],
+  cwd: app, env: { ...process.env, OUTBOX: outbox }, stderr: 'inherit',
+}));
+const email = { name: 'send_email', arguments: { to: 'ada@example.com', subject: 'pack check' } };
+await client.callTool(email);
+const retry = await client.callTool(email);
+await client.close();
+const sent = readFileSync(outbox, 'utf8').split('\n').filter(Boolean).length;
+console.log(`mcp: ${sent} email(s) sent, retry replayed: ${retry._meta?.['idempotent-tools/replayed'] === true}`);
+process.exit(sent === 1 && retry._meta?.['idempotent-tools/replayed'] === true ? 0 : 1);
+JS
+mcp_ok() {
+  local bin=$1
+  [ ! -e "$app/node_modules/@modelcontextprotocol" ] || { echo "pack: the app has the SDK installed"; return 1; }
+  rm -f "$work/outbox.jsonl"
+  as_user "$bin" node "$work/mcp-client/client.mjs" "$app" "$work/outbox.jsonl" "$work/mcp-client/email-server.mjs"
+}
+for bin in "$node20_bin" "$NODE22_BIN"; do
+  check "npx idempotent-tools mcp (the bundled proxy, no SDK installed) on $("$bin/node" --version)" mcp_ok "$bin"
 done
 # A platform package of another version (a half-updated node_modules) is refused by name.
 mismatch_ok() {

@@ -6,7 +6,6 @@
 
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -735,7 +734,8 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(example.stderr).toMatch(/replayed\s+email\/send_email/);
     expect(example.stdout).toContain('One email sent; the retry was a replay.');
     expect(example.code).toBe(0);
-    const policy: typeof import('../dist/mcp/policy.js') = createRequire(import.meta.url)('../dist/mcp/policy.js');
+    // The proxy ships as one bundle (dist/mcp/cli.js); its config reader is read from the source.
+    const policy = await import('../lib/mcp/policy');
     const config = policy.loadConfig({ file: join(ROOT, 'examples', 'mcp', 'github.json') });
     expect(policy.policyFor(config, 'search_code', undefined).guard).toBe(false);
     expect(policy.policyFor(config, 'create_issue', undefined).windowMs).toBe(3_600_000);
