@@ -21,4 +21,13 @@ node openai-agents.mjs || status=1
 mkdir -p .run
 sed "s#'@openai/agents-core'#'@openai/agents'#" "$root/examples/openai-agents/index.mjs" > .run/openai-agents.mjs
 node .run/openai-agents.mjs || status=1
+# The README's OpenAI Agents and Mastra sections (examples/*/quickstart.mjs), and its AI SDK
+# section against ai 7, each on a store of its own: the first run charges once.
+for example in openai-agents mastra ai-sdk; do
+  cp "$root/examples/$example/quickstart.mjs" ".run/$example-quickstart.mjs"
+  rm -f .run/quickstart.db*
+  out=$(IDEMPOTENT_TOOLS_DB="$PWD/.run/quickstart.db" node ".run/$example-quickstart.mjs") || status=1
+  echo "examples/$example/quickstart.mjs: $out"
+  [ "$out" = "Paid. charged 1 time(s)" ] || { echo "node22-e2e: examples/$example/quickstart.mjs did not charge once" >&2; status=1; }
+done
 exit $status

@@ -2,7 +2,9 @@
 
 import { describe, expect, it } from 'vitest';
 
-import { runNode } from './helpers';
+import { join } from 'node:path';
+
+import { runNode, tempDir } from './helpers';
 
 describe('framework examples', () => {
   for (const framework of ['langgraph', 'langchain', 'ai-sdk', 'openai-agents', 'mastra']) {
@@ -12,6 +14,23 @@ describe('framework examples', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toMatch(/charges: 1\n/);
       expect(r.stdout).toMatch(/replayed/);
+      // An event's scope is an object ({ chat, turn }, { thread, ... }): an example prints its parts.
+      expect(r.stdout).not.toContain('[object Object]');
+    });
+  }
+
+  // The README's framework sections, as files (scripts/check-readme.js checks that each README
+  // block is its file). They use the default store: a fresh file here, so the first run charges.
+  // The OpenAI Agents and Mastra ones need Node 22: .ci/node22-e2e.sh runs them.
+  for (const framework of ['langchain', 'ai-sdk']) {
+    it(`examples/${framework}/quickstart.mjs (the README's section) charges once, then replays`, async () => {
+      const env = { IDEMPOTENT_TOOLS_DB: join(tempDir(), 'store.db') };
+      const first = await runNode([`examples/${framework}/quickstart.mjs`], { env });
+      expect(first.stderr).toBe('');
+      expect(first.code).toBe(0);
+      expect(first.stdout).toBe('Paid. charged 1 time(s)\n');
+      const again = await runNode([`examples/${framework}/quickstart.mjs`], { env });
+      expect(again.stdout).toBe('Paid. charged 0 time(s)\n');
     });
   }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Checks every fenced code block of README.md, so that none can drift from the code.
-// .ci/run runs it after the build: node scripts/check-readme.js [README.md]
+// Checks every fenced code block of README.md and docs/*.md, so that none can drift from the
+// code. .ci/run runs it after the build (and after .ci/node22-e2e.sh, which installs
+// e2e/node22): node scripts/check-readme.js [file.md ...]
 //
 // THE CONVENTION (for whoever adds a block): the info string after ``` decides.
 //   ```js  ```javascript  ```cjs  ```mjs
@@ -19,6 +20,12 @@
 //   a block with no info string, or another one: an error (say what the block is).
 //   `norun` after the language (```js norun) skips one js/ts block; the prose around it
 //       must say why. Use it for nothing that a user would paste and run.
+//   `example=PATH` after the language: the block is that file of the repository, byte for
+//       byte (the README's framework sections are files under examples/ that CI runs too).
+//   `node22` after the language: the block runs under Node 22 (from .ci/nodes.sh), its
+//       packages resolved from e2e/node22/node_modules first (Mastra 1.x, @openai/agents).
+// And README.md's test command (the `npm test` line of its sh blocks) must be the command
+// .ci/run runs, so that CI runs exactly what the README tells a contributor to run.
 'use strict'
 
 const { spawnSync } = require('node:child_process')
@@ -31,6 +38,7 @@ const RUN = new Set(['js', 'javascript', 'cjs', 'mjs'])
 const TYPECHECK = new Set(['ts', 'typescript'])
 const SHOWN = new Set(['sh', 'bash', 'shell', 'console', 'text', 'json', 'jsonc', 'yaml', 'toml', 'sql', 'diff', 'ini'])
 const TIMEOUT_MS = 60_000
+const E2E_MODULES = path.join(ROOT, 'e2e', 'node22', 'node_modules')
 
 /** Fenced blocks: { line (1-based, of the opening fence), lang, flags, code }. */
 function blocks(markdown) {
@@ -51,11 +59,12 @@ function blocks(markdown) {
 }
 
 /** node_modules for the blocks: this clone's packages, `idempotent-tools` itself, e2e extras. */
-function linkModules(dir) {
+function linkModules(dir, e2eFirst = false) {
   const target = path.join(dir, 'node_modules')
   fs.mkdirSync(target)
   fs.symlinkSync(ROOT, path.join(target, 'idempotent-tools'), 'junction')
-  for (const source of [path.join(ROOT, 'node_modules'), path.join(ROOT, 'e2e', 'node22', 'node_modules')]) {
+  const sources = [path.join(ROOT, 'node_modules'), E2E_MODULES]
+  for (const source of e2eFirst ? sources.reverse() : sources) {
     if (!fs.existsSync(source)) continue
     for (const entry of fs.readdirSync(source)) {
       if (entry.startsWith('.')) continue
@@ -75,17 +84,28 @@ function isModule(block) {
   return block.lang === 'mjs' || (block.lang !== 'cjs' && /^\s*(import|export)\s/m.test(block.code))
 }
 
-function runJs(block, dir) {
-  const file = path.join(dir, `block-${block.line}.${isModule(block) ? 'mjs' : 'cjs'}`)
+/** Node 22's binary, from .ci/nodes.sh (which installs it once). */
+let node22
+function node22Bin() {
+  if (node22 === undefined) {
+    const r = spawnSync('bash', [path.join(ROOT, '.ci', 'nodes.sh')], { encoding: 'utf8' })
+    const m = /^NODE22_BIN=(.*)$/m.exec(r.stdout ?? '')
+    node22 = m ? path.join(m[1], 'node') : null
+  }
+  return node22
+}
+
+function runJs(block, dir, nodeBin = process.execPath) {
+  const file = path.join(dir, `block-${block.id}.${isModule(block) ? 'mjs' : 'cjs'}`)
   fs.writeFileSync(file, block.code)
   const env = {
     ...process.env,
     HOME: dir,
-    IDEMPOTENT_TOOLS_DB: path.join(dir, `store-${block.line}.db`),
+    IDEMPOTENT_TOOLS_DB: path.join(dir, `store-${block.id}.db`),
     REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379/6',
     DATABASE_URL: process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
   }
-  const r = spawnSync(process.execPath, [file], { cwd: dir, env, encoding: 'utf8', timeout: TIMEOUT_MS })
+  const r = spawnSync(nodeBin, [file], { cwd: dir, env, encoding: 'utf8', timeout: TIMEOUT_MS })
   if (r.status === 0) return null
   const why = r.error ? r.error.message : `exit ${r.status ?? r.signal}`
   // The end of the output says what failed (node:test prints its summary last).
@@ -95,7 +115,7 @@ function runJs(block, dir) {
 function typecheck(tsBlocks, dir) {
   if (tsBlocks.length === 0) return new Map()
   const files = tsBlocks.map((block) => {
-    const file = `block-${block.line}.mts`
+    const file = `block-${block.id}.mts`
     fs.writeFileSync(path.join(dir, file), `${block.code}export {};\n`)
     return file
   })
@@ -112,8 +132,8 @@ function typecheck(tsBlocks, dir) {
   for (const line of `${r.stdout}${r.stderr}`.split('\n')) {
     const m = /^block-(\d+)\.mts\((\d+),\d+\): (.*)$/.exec(line)
     if (m) {
-      const at = Number(m[1])
-      errors.set(at, [...(errors.get(at) ?? []), `line ${at + Number(m[2])}: ${m[3]}`])
+      const block = tsBlocks.find((b) => b.id === Number(m[1]))
+      errors.set(block.id, [...(errors.get(block.id) ?? []), `line ${block.line + Number(m[2])}: ${m[3]}`])
     } else if (line.trim() && r.status !== 0 && !/^\s/.test(line)) {
       errors.set(0, [...(errors.get(0) ?? []), line])
     }
@@ -122,34 +142,83 @@ function typecheck(tsBlocks, dir) {
   return errors
 }
 
+/** The block is the file its `example=` names, byte for byte. */
+function exampleMismatch(block) {
+  const flag = block.flags.find((f) => f.startsWith('example='))
+  if (!flag) return null
+  const file = path.join(ROOT, flag.slice('example='.length))
+  if (!fs.existsSync(file)) return `${flag}: no such file`
+  if (fs.readFileSync(file, 'utf8') !== block.code) {
+    const a = fs.readFileSync(file, 'utf8').split('\n')
+    const b = block.code.split('\n')
+    const at = a.findIndex((l, i) => l !== b[i])
+    return `differs from ${flag.slice('example='.length)} at its line ${at + 1}:\n  file:  ${a[at]}\n  block: ${b[at]}`
+  }
+  return null
+}
+
+/** README's `npm test` line is what .ci/run runs. */
+function testCommandMismatch(blocks) {
+  const lines = blocks.filter((b) => SHOWN.has(b.lang)).flatMap((b) => b.code.split('\n'))
+  const readme = lines.map((l) => l.replace(/#.*$/, '').trim()).find((l) => /^npm (run )?test\b/.test(l))
+  if (!readme) return 'README.md shows no `npm test` command'
+  const ci = fs.readFileSync(path.join(ROOT, '.ci', 'run'), 'utf8').split('\n').map((l) => l.trim())
+  const escaped = readme.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  if (!ci.some((l) => new RegExp(`^${escaped}(\\s*$|\\s+[|&;2>])`).test(l))) return `.ci/run does not run README.md's test command \`${readme}\``
+  return null
+}
+
 function main() {
-  const readme = path.resolve(process.argv[2] ?? path.join(ROOT, 'README.md'))
-  const all = blocks(fs.readFileSync(readme, 'utf8'))
+  const given = process.argv.slice(2)
+  const files = given.length
+    ? given.map((f) => path.resolve(f))
+    : [path.join(ROOT, 'README.md'), ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => path.join(ROOT, 'docs', f))]
+  let id = 0
+  const all = files.flatMap((file) => blocks(fs.readFileSync(file, 'utf8')).map((b) => ({ ...b, id: ++id, file: path.relative(ROOT, file) })))
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-check-'))
+  const dir22 = path.join(dir, 'node22')
   fs.writeFileSync(path.join(dir, 'package.json'), '{ "name": "readme-check", "private": true }\n')
   linkModules(dir)
   const failures = []
   const counts = { ran: 0, typechecked: 0, shown: 0, skipped: 0 }
   const ts = []
+  const where = (block) => `${block.file}:${block.line} (\`\`\`${block.lang})`
   try {
+    if (files.some((f) => path.basename(f) === 'README.md')) {
+      const readme = all.filter((b) => b.file === 'README.md')
+      const mismatch = testCommandMismatch(readme)
+      if (mismatch) failures.push(mismatch)
+    }
     for (const block of all) {
-      const where = `README.md:${block.line} (\`\`\`${block.lang})`
+      const mismatch = exampleMismatch(block)
+      if (mismatch) failures.push(`${where(block)} ${mismatch}`)
       if (block.flags.includes('norun') && (RUN.has(block.lang) || TYPECHECK.has(block.lang))) counts.skipped++
       else if (RUN.has(block.lang)) {
-        const error = runJs(block, dir)
+        let error
+        if (block.flags.includes('node22')) {
+          if (!fs.existsSync(E2E_MODULES)) error = 'needs e2e/node22/node_modules: run bash .ci/node22-e2e.sh first'
+          else if (!node22Bin()) error = 'needs Node 22: bash .ci/nodes.sh could not install it'
+          else {
+            if (!fs.existsSync(dir22)) {
+              fs.mkdirSync(dir22)
+              fs.writeFileSync(path.join(dir22, 'package.json'), '{ "name": "readme-check-node22", "private": true }\n')
+              linkModules(dir22, true)
+            }
+            error = runJs(block, dir22, node22Bin())
+          }
+        } else error = runJs(block, dir)
         counts.ran++
-        if (error) failures.push(`${where} failed: ${error}`)
-        else console.log(`ok   ${where} ran`)
+        if (error) failures.push(`${where(block)} failed: ${error}`)
+        else console.log(`ok   ${where(block)} ran${block.flags.includes('node22') ? ' (Node 22)' : ''}`)
       } else if (TYPECHECK.has(block.lang)) ts.push(block)
       else if (SHOWN.has(block.lang)) counts.shown++
-      else failures.push(`${where}: no known info string; tag it (js/ts to check it, sh/text/json/... to show it only)`)
+      else failures.push(`${where(block)}: no known info string; tag it (js/ts to check it, sh/text/json/... to show it only)`)
     }
     const tsErrors = typecheck(ts, dir)
     counts.typechecked = ts.length
     for (const block of ts) {
-      const where = `README.md:${block.line} (\`\`\`${block.lang})`
-      if (tsErrors.has(block.line)) failures.push(`${where} does not type-check:\n${tsErrors.get(block.line).join('\n')}`)
-      else console.log(`ok   ${where} type-checks`)
+      if (tsErrors.has(block.id)) failures.push(`${where(block)} does not type-check:\n${tsErrors.get(block.id).join('\n')}`)
+      else console.log(`ok   ${where(block)} type-checks`)
     }
     if (tsErrors.has(0)) failures.push(`tsc: ${tsErrors.get(0).join('\n')}`)
   } finally {
@@ -157,7 +226,7 @@ function main() {
   }
   for (const f of failures) console.log(`FAIL ${f}\n`)
   console.log(
-    `readme: ${all.length} blocks: ${counts.ran} run, ${counts.typechecked} type-checked, ` +
+    `readme: ${files.length} files, ${all.length} blocks: ${counts.ran} run, ${counts.typechecked} type-checked, ` +
       `${counts.shown} shown only, ${counts.skipped} marked norun; ${failures.length} failed`,
   )
   process.exit(failures.length ? 1 : 0)

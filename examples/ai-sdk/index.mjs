@@ -43,7 +43,7 @@ const tools = {
         store,
         // The AI SDK has no conversation id: give yours (here through experimental_context).
         scope: (input, { experimental_context }) => experimental_context.chatId,
-        onEvent: (e) => console.log(`  sendPayment ${e.type} (tool call ${e.toolCallId}, chat ${e.scope})`),
+        onEvent: (e) => console.log(`  sendPayment ${e.type} (tool call ${e.toolCallId}, chat ${e.scope.chat})`), // e.scope: { chat, turn }
       },
     ),
   }),
