@@ -91,7 +91,8 @@ install_ok() {
 }
 check "npm install of the two tarballs without Rust" install_ok
 echo "pack: installed size (kB, apparent):"
-(cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-* . | sed 's/\t\.$/\tnode_modules in all/')
+(cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-*)
+echo "pack: node_modules in all: $(du -sk --apparent-size "$app/node_modules" | cut -f1) kB apparent, $(du -sk "$app/node_modules" | cut -f1) kB on disk"
 # The footprint the README claims: a bare install adds the package and its platform binary,
 # nothing else (the MCP proxy's SDK is bundled into dist/mcp/cli.js, see scripts/bundle-mcp.js).
 only_binary_ok() {
