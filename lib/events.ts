@@ -34,7 +34,15 @@ export type IdempotencyEventType =
 
 export interface IdempotencyEvent {
   type: IdempotencyEventType;
+  /**
+   * The record's key when the caller gave it (withKey, the `key` option, a business key);
+   * for a key derived from the arguments, its keyed id (`keyId`), never the derived key
+   * itself: that is an unsalted hash of the arguments, which a reader of traces could
+   * reverse by guessing. `idempotent-tools inspect --key` takes either.
+   */
   key: string;
+  /** The keyed id of the record's key (`kid_` + 24 hex digits, an HMAC under a secret kept in the store). */
+  keyId: string;
   name: string;
   /** Milliseconds from the start of the call. */
   durationMs: number;

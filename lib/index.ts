@@ -25,6 +25,7 @@ export {
   LeaseLostError,
 } from './errors.js';
 export { CHANNEL_NAME } from './events.js';
+export { keyId } from './key-id.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
 export type {
   Store,

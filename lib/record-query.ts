@@ -4,6 +4,7 @@
  * the page so that one filter means one thing in both.
  */
 
+import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isKeyIdSecretRecord, keyIdWith } from './key-id.js';
 import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 
 export interface RecordQuery {
@@ -14,7 +15,7 @@ export interface RecordQuery {
   scope?: string;
   /** Only records changed (claimed or settled) within this many ms before now. */
   sinceMs?: number;
-  /** A key or the start of one. */
+  /** A key or the start of one; or a keyed id (`kid_…`, what events and traces carry) or the start of one. */
   keyPrefix?: string;
   /** At most this many records, newest first. */
   limit?: number;
@@ -84,13 +85,41 @@ export function newestFirst(a: IdempotencyRecord, b: IdempotencyRecord): number 
  * (filtered, sorted and cut here; results dropped unless asked).
  */
 export async function recentRecords(store: Pick<Store, 'listRecords' | 'listRecent'>, query: RecentQuery): Promise<RecentRecords> {
-  if (store.listRecent !== undefined) return store.listRecent(query);
-  return listRecentFallback(store, query);
+  const found = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
+  // The store's key-id secret is a record of the library's own, not a call.
+  const records = found.records.filter((r) => !isKeyIdSecretRecord(r));
+  return records.length === found.records.length ? found : { records, matched: found.matched - (found.records.length - records.length) };
+}
+
+/**
+ * The key-id secrets a store holds, by project (namespace; '' for stores without one): a
+ * SQLite file shared by projects holds one per project, so a view of every project
+ * tries them all.
+ */
+export async function keyIdSecrets(store: Pick<Store, 'listRecords' | 'listRecent'>): Promise<Map<string, string>> {
+  const query = { name: KEY_ID_SECRET_KEY, withResults: true, [WITH_KEY_ID_SECRET]: true };
+  const { records } = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
+  const secrets = new Map<string, string>();
+  for (const r of records) if (isKeyIdSecretRecord(r) && typeof r.result === 'string') secrets.set(r.namespace ?? '', r.result);
+  return secrets;
+}
+
+/**
+ * How `keyPrefix` picks records: by the key's start, or, for a keyed id (`kid_…`), by
+ * the start of the record's keyed id under the store's secret (none yet: nothing matches).
+ */
+async function keyMatcher(store: Pick<Store, 'listRecords' | 'listRecent'>, keyPrefix: string): Promise<(r: IdempotencyRecord) => boolean> {
+  if (!keyPrefix.startsWith(KEY_ID_PREFIX)) return (r) => r.key.startsWith(keyPrefix);
+  const secrets = [...(await keyIdSecrets(store)).values()];
+  return (r) => r.key.startsWith(keyPrefix) || secrets.some((secret) => keyIdWith(secret, r.key).startsWith(keyPrefix));
 }
 
 /** `listRecent` over `listRecords`: what a store without its own query gives. */
 export async function listRecentFallback(store: Pick<Store, 'listRecords'>, query: RecentQuery): Promise<RecentRecords> {
-  const all = await store.listRecords(query.status === undefined ? {} : { status: query.status });
+  const all = await store.listRecords({
+    ...(query.status === undefined ? {} : { status: query.status }),
+    ...((query as Record<symbol, unknown>)[WITH_KEY_ID_SECRET] === true ? { [WITH_KEY_ID_SECRET]: true } : {}),
+  });
   const found = all
     .filter((r) => (query.name === undefined || r.name === query.name) && (query.updatedSince === undefined || r.updatedAt >= query.updatedSince))
     .sort(newestFirst);
@@ -118,7 +147,8 @@ export async function queryRecords(
   };
   if (q.scope === undefined && q.keyPrefix === undefined) return recentRecords(store, { ...pushed, limit: q.limit });
   const { records } = await recentRecords(store, pushed);
-  const found = records.filter((r) => matches(r, q, now));
+  const keyMatches = q.keyPrefix === undefined ? () => true : await keyMatcher(store, q.keyPrefix);
+  const found = records.filter((r) => matches(r, { ...q, keyPrefix: undefined }, now) && keyMatches(r));
   return { records: q.limit === undefined ? found : found.slice(0, q.limit), matched: found.length };
 }
 
@@ -127,11 +157,12 @@ export type KeyLookup =
   | { ambiguous: IdempotencyRecord[] }
   | { missing: true };
 
-/** A whole key, or a unique start of one, as git takes commit hashes. */
-export async function findByKey(store: Pick<Store, 'get' | 'listRecords'>, keyOrPrefix: string): Promise<KeyLookup> {
+/** A whole key, or a unique start of one, as git takes commit hashes; or a keyed id (`kid_…`) or a unique start of one. */
+export async function findByKey(store: Pick<Store, 'get' | 'listRecords' | 'listRecent'>, keyOrPrefix: string): Promise<KeyLookup> {
   const exact = await store.get(keyOrPrefix);
   if (exact !== null) return { found: exact };
-  const candidates = (await store.listRecords()).filter((r) => r.key.startsWith(keyOrPrefix)).sort(newestFirst);
+  const keyMatches = await keyMatcher(store, keyOrPrefix);
+  const candidates = (await store.listRecords()).filter((r) => !isKeyIdSecretRecord(r) && keyMatches(r)).sort(newestFirst);
   if (candidates.length === 0) return { missing: true };
   if (candidates.length === 1) return { found: candidates[0] };
   return { ambiguous: candidates };

@@ -101,12 +101,12 @@ export function candidates(prefix: string, records: IdempotencyRecord[]): string
   return `the key prefix ${t(prefix)} is ambiguous; ${records.length} records start with it:\n${shown.join('\n')}\ngive more of the key`;
 }
 
-/** One settled call, for `inspect --follow`. */
-export function followLine(r: IdempotencyRecord): string {
+/** One settled call, for `inspect --follow`; `shownKey` is the key as the line names it ('' for none). */
+export function followLine(r: IdempotencyRecord, shownKey = r.key): string {
   const parts = [new Date(r.updatedAt).toISOString(), r.status.padEnd(9), t(r.name), took(r.durationMs)];
   if (r.attempts > 1) parts.push(`attempt ${r.attempts}`);
   if (r.meta?.scope) parts.push(`scope ${t(r.meta.scope)}`);
   if (r.error !== null && r.status === 'failed') parts.push(t(`${r.error.name}: ${r.error.message}`));
-  parts.push(t(r.key));
+  if (shownKey !== '') parts.push(t(shownKey));
   return parts.join('  ');
 }

@@ -16,6 +16,7 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
+import { keyIdSecret, keyIdWith } from '../key-id.js';
 import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
 import type { Store } from '../store.js';
 import { EventLog, buildTimeline } from './timeline.js';
@@ -171,8 +172,10 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         const { records: all } = await recentRecords(store, { name: q.name });
         const inScope = { ...q, sinceMs: undefined, limit: undefined, status: undefined };
         const picked = all.filter((r) => matches(r, inScope, now));
-        const keys = new Set(picked.map((r) => r.key));
-        return buildTimeline(picked, windowMs, now, log, (name, key) => keys.has(key) && (q.name === undefined || q.name === name));
+        // Events name records by their keyed ids (under the store's secret): match on those.
+        const secret = log === undefined ? null : await keyIdSecret(store, { create: false }).catch(() => null);
+        const ids = new Set(secret === null ? [] : picked.map((r) => keyIdWith(secret, r.key)));
+        return buildTimeline(picked, windowMs, now, log, (name, id) => ids.has(id) && (q.name === undefined || q.name === name));
       }
       case 'POST /api/release':
       case 'POST /api/clear': {
