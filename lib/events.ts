@@ -30,7 +30,17 @@ export type IdempotencyEventType =
   | 'interrupted'
   /** fn was aborted after it started: its outcome is unknown, so the record stays pending
    * (for reconcile, or for a takeover after the lease) and the abort reaches the caller. */
-  | 'aborted';
+  | 'aborted'
+  /** An approval of a tool call was recorded (`key` is the decision's record, `decision` says which). */
+  | 'approved'
+  /** An approval with edited arguments was recorded. */
+  | 'edited'
+  /** A rejection of a tool call was recorded. */
+  | 'rejected'
+  /** A guarded tool call whose decision is a rejection was about to run: it did not (`error` is a ToolCallRejectedError). */
+  | 'refused'
+  /** A tool call approved for other arguments was about to run: it did not (`error` is an ApprovalMismatchError). */
+  | 'approval-mismatch';
 
 export interface IdempotencyEvent {
   type: IdempotencyEventType;
@@ -41,6 +51,8 @@ export interface IdempotencyEvent {
   /** The record's attempt count, when known. */
   attempts?: number;
   error?: unknown;
+  /** For the approval events: the decision (approve, edit, reject). */
+  decision?: 'approve' | 'edit' | 'reject';
 }
 
 export const CHANNEL_NAME = 'idempotent-tools:call';

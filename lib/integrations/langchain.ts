@@ -18,6 +18,7 @@
  */
 
 import { classifyThrown } from '../control-flow.js';
+import { hitlDecisions, refusalToolMessage } from './langchain-hitl.js';
 import { aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph.js';
 import {
   type Json,
@@ -243,14 +244,22 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
             thread = threadId;
           }
           const ns = typeof configurable?.checkpoint_ns === 'string' ? stripTaskIds(configurable.checkpoint_ns) : '';
+          const message = aiMessageIdOf({ state: request.state }, toolCallId) ?? null;
           return {
             framework: 'langchain',
             toolCallId,
             toolName,
             signal,
-            scope: { thread, checkpoint_ns: ns, message: aiMessageIdOf({ state: request.state }, toolCallId) ?? null },
+            scope: { thread, checkpoint_ns: ns, message },
             conversation: { thread, checkpoint_ns: ns },
+            approvalScope: thread,
+            turn: message,
           };
+        },
+        approvals: {
+          // humanInTheLoopMiddleware's decisions, from the checkpoints of the branch that runs.
+          reported: (_args, [{ request }], site) => hitlDecisions(request.runtime?.configurable as Record<string, unknown> | undefined, site.turn ?? null),
+          refused: (refusal, _args, [{ request }], site) => refusalToolMessage(refusal, { id: site.toolCallId, name: request.toolCall.name }),
         },
       },
       // What runs is the rest of the chain for this call (the tool, or the inner handler).
