@@ -274,7 +274,7 @@ function describeValue(value: unknown): string {
 /** How a decision reads in a message: `approved (by alice: "looks right")`. */
 export function describeDecision(stored: StoredDecision): string {
   const r = stored.record;
-  if (r === null) return stored.kind === 'rejected' ? 'rejected' : 'approved (other arguments)';
+  if (r === null) return stored.kind;
   const who = r.by ? ` by ${r.by}` : '';
   const why = r.reason ? `: ${JSON.stringify(r.reason)}` : '';
   return `${PAST[r.decision]}${who}${why}`;

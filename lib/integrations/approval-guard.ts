@@ -82,17 +82,24 @@ function fingerprintOr(toolName: string, args: unknown, fallback: string | null)
 }
 
 /**
- * Records `reported`, then decides whether `call` may run: undefined, or why not.
+ * Records the decisions a framework reported for the calls of one turn (in the
+ * conversation `scope`); returns what is recorded for each, the earlier decision where one
+ * stood already.
  * @internal
  */
-export async function checkApproval(store: Store, call: ApprovalCall, reported: ReportedDecision[], o: CheckOptions): Promise<Refusal | undefined> {
-  let own: StoredDecision | undefined;
+export async function recordReported(
+  store: Store,
+  scope: Json,
+  reported: ReportedDecision[],
+  o: CheckOptions,
+  fallbackFingerprint?: (r: ReportedDecision) => string | null,
+): Promise<Array<{ reported: ReportedDecision; stored: StoredDecision }>> {
+  const out: Array<{ reported: ReportedDecision; stored: StoredDecision }> = [];
   for (const r of reported) {
-    const mine = r.toolCallId === call.toolCallId && r.toolName === call.toolName && r.turn === call.turn;
-    const argsFingerprint = r.decision === 'reject' ? fingerprintOr(r.toolName, r.args, null) : fingerprintOr(r.toolName, r.args, mine ? call.argsFingerprint : null);
-    if (argsFingerprint === null && r.decision !== 'reject') continue; // a sibling's approval we cannot fingerprint: its own run records it
+    const argsFingerprint = fingerprintOr(r.toolName, r.args, fallbackFingerprint?.(r) ?? null);
+    if (argsFingerprint === null && r.decision !== 'reject') continue; // an approval we cannot fingerprint: its own run records it
     const { outcome, stored } = await recordDecision(store, {
-      scope: call.scope,
+      scope,
       turn: r.turn,
       toolCallId: r.toolCallId,
       toolName: r.toolName,
@@ -105,8 +112,19 @@ export async function checkApproval(store: Store, call: ApprovalCall, reported: 
       meta: o.meta(r.toolCallId),
     });
     if (outcome === 'recorded') o.emit(r.toolCallId, { type: PAST[r.decision], key: stored.key, name: r.toolName, decision: r.decision });
-    if (mine) own = stored;
+    out.push({ reported: r, stored });
   }
+  return out;
+}
+
+/**
+ * Records `reported`, then decides whether `call` may run: undefined, or why not.
+ * @internal
+ */
+export async function checkApproval(store: Store, call: ApprovalCall, reported: ReportedDecision[], o: CheckOptions): Promise<Refusal | undefined> {
+  const isOwn = (r: ReportedDecision) => r.toolCallId === call.toolCallId && r.toolName === call.toolName && r.turn === call.turn;
+  const recorded = await recordReported(store, call.scope, reported, o, (r) => (isOwn(r) ? call.argsFingerprint : null));
+  const own = recorded.find((x) => isOwn(x.reported))?.stored;
   const decisions = await decisionsFor(store, call, call.executionScope, own);
   const rejected = decisions.find((d) => d.kind === 'rejected');
   if (rejected !== undefined) {
@@ -120,7 +138,7 @@ export async function checkApproval(store: Store, call: ApprovalCall, reported: 
   const other = decisions.find((d) => d.kind === 'approved' && d.argsFingerprint !== call.argsFingerprint);
   if (other !== undefined) {
     const error = new ApprovalMismatchError(
-      `idempotent-tools: tool "${call.toolName}" call ${call.toolCallId} was ${describeDecision(other)} for other arguments than these, so it did not run. ` +
+      `idempotent-tools: tool "${call.toolName}" call ${call.toolCallId} is approved for other arguments than these (${describeDecision(other)}), so it did not run. ` +
         'Only the approved arguments run (an edit approves the edited ones); to run these, the call needs an approval of its own.',
       { key: other.key },
     );

@@ -150,3 +150,21 @@ export function refusalToolMessage(refusal: Refusal, call: { id: string; name: s
       : refusal.error.message;
   return new ToolMessage({ content, tool_call_id: call.id, name: call.name, status: 'error' });
 }
+
+/**
+ * The id of the last AI message when some of its calls were answered with an error
+ * ToolMessage (how humanInTheLoopMiddleware answers a rejected call; a tool error looks the
+ * same, and costs only a look at the checkpoints); undefined otherwise.
+ */
+export function rejectedCallsMessage(messages: unknown): string | undefined {
+  if (!Array.isArray(messages)) return undefined;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { id?: unknown; tool_calls?: unknown; tool_call_id?: unknown; status?: unknown } | null;
+    if (m === null || typeof m !== 'object') continue;
+    if (!Array.isArray(m.tool_calls)) continue; // the last AI message decides (one without calls: nothing was rejected)
+    const ids = new Set((m.tool_calls as ToolCallLike[]).map((c) => c.id));
+    const answeredWithError = messages.slice(i + 1).some((t) => t !== null && typeof t === 'object' && (t as { status?: unknown }).status === 'error' && ids.has((t as { tool_call_id?: unknown }).tool_call_id));
+    return answeredWithError && typeof m.id === 'string' ? m.id : undefined;
+  }
+  return undefined;
+}
