@@ -1,6 +1,6 @@
 /** `inspect --follow`: prints calls as they settle, until interrupted. */
 
-import { type RecordQuery, matches, recentRecords } from '../record-query.js';
+import { type RecordQuery, isDecisionStatus, matches, recentRecords } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
 import { forTerminal } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
@@ -24,10 +24,13 @@ export interface FollowOptions {
 export async function follow(store: Store, where: string, o: FollowOptions): Promise<void> {
   const { query } = o;
   // Settles by default; `--status pending` follows new claims and take-overs instead.
-  const shows = (r: IdempotencyRecord) => (query.status === undefined ? r.status !== 'pending' : r.status === query.status);
+  // A decision status (`--status rejected`) follows the decisions as they are recorded (matches checks them).
+  const decisions = isDecisionStatus(query.status);
+  const shows = (r: IdempotencyRecord) => (decisions ? r.status === 'completed' : query.status === undefined ? r.status !== 'pending' : r.status === query.status);
   // Without results (a settle's line shows none); --json fetches the full record of each
   // one it prints. Status and name go into the store's own query where it has one.
-  const list = async () => (await recentRecords(store, { status: query.status, name: query.name })).records;
+  const list = async () =>
+    (await recentRecords(store, decisions ? {} : { status: query.status as IdempotencyRecord['status'] | undefined, name: query.name })).records;
   const seen = new Map<string, string>();
   for (const r of await list()) seen.set(r.key, state(r));
   o.ready(`Following ${forTerminal(where)} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
