@@ -105,4 +105,10 @@ describe('the inspector page', () => {
     const body = (await res.json()) as { records: IdempotencyRecord[] };
     expect(body.records.map((r) => [r.name, r.status])).toEqual([['approval:rejected:charge', 'completed'], ['charge', 'failed']]);
   });
+
+  it('the timeline counts calls only: decisions are not executions', async () => {
+    const res = await fetch(`${new URL(inspector.url).origin}/api/timeline`, { headers: { 'x-inspector-token': inspector.token } });
+    const body = (await res.json()) as { tools: Array<{ name: string }> };
+    expect(body.tools.map((t) => t.name)).toEqual(['charge']);
+  });
 });

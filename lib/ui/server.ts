@@ -16,6 +16,7 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
+import { parseDecisionName } from '../approvals.js';
 import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
 import type { Store } from '../store.js';
 import { EventLog, buildTimeline } from './timeline.js';
@@ -170,7 +171,8 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         // before it), without results.
         const { records: all } = await recentRecords(store, { name: q.name });
         const inScope = { ...q, sinceMs: undefined, limit: undefined, status: undefined };
-        const picked = all.filter((r) => matches(r, inScope, now));
+        // Calls only: approval decisions (approvals.ts) are not executions.
+        const picked = all.filter((r) => parseDecisionName(r.name) === undefined && matches(r, inScope, now));
         const keys = new Set(picked.map((r) => r.key));
         return buildTimeline(picked, windowMs, now, log, (name, key) => keys.has(key) && (q.name === undefined || q.name === name));
       }
