@@ -253,13 +253,13 @@ async function read(store: Store, key: string): Promise<StoredDecision | undefin
  * @internal
  */
 export async function decisionsFor(store: Store, call: CallIdentity, turnScope: Json, own?: StoredDecision): Promise<StoredDecision[]> {
-  const found: StoredDecision[] = [];
-  if (call.turn !== null) {
-    const mine = own ?? (await read(store, approvalKey(call)));
-    if (mine !== undefined) found.push(mine);
-  }
   const key = approvalKey({ ...call, turn: null });
-  const loose = call.turn === null && own !== undefined ? own : await read(store, key);
+  // Both looked up at once: one round trip to a remote store, not two.
+  const [mine, loose] = await Promise.all([
+    call.turn === null ? undefined : (own ?? read(store, approvalKey(call))),
+    call.turn === null && own !== undefined ? own : read(store, key),
+  ]);
+  const found: StoredDecision[] = mine === undefined ? [] : [mine];
   if (loose !== undefined && (await bindToTurn(store, key, call.toolName, turnScope))) found.push(loose);
   return found;
 }
