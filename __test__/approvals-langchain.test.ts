@@ -18,6 +18,7 @@ import { ROOT, lib, tempDb } from './helpers';
 
 const require = createRequire(import.meta.url);
 const { idempotentToolsMiddleware }: typeof import('../dist/integrations/langchain.js') = require(`${ROOT}/dist/integrations/langchain.js`);
+const { idempotentTool }: typeof import('../dist/integrations/langgraph.js') = require(`${ROOT}/dist/integrations/langgraph.js`);
 const { SqliteStore, ApprovalMismatchError } = lib;
 
 type Call = { id: string; name: string; args: Record<string, unknown> };
@@ -49,23 +50,25 @@ const decide = {
   edit: (cents: number) => ({ decisions: [{ type: 'edit', editedAction: { name: 'charge', args: { orderId: 'o-1', cents } } }] }),
 };
 
-function setup(turns: Call[][], opts: { guarded?: boolean } = {}) {
+function setup(turns: Call[][], opts: { guarded?: boolean | 'per-tool' } = {}) {
   const charges: Array<{ cents: number }> = [];
   const events: Array<{ type: string; decision?: string; toolCallId?: string; error?: unknown }> = [];
   const store = new SqliteStore({ path: tempDb() });
-  const charge = tool(
-    async (input: { orderId: string; cents: number }) => {
-      charges.push(input);
-      return `charged ${input.cents} (#${charges.length})`;
-    },
-    { name: 'charge', description: 'charge an order', schema: z.object({ orderId: z.string(), cents: z.number() }) },
-  );
+  const run = async (input: { orderId: string; cents: number }) => {
+    charges.push(input);
+    return `charged ${input.cents} (#${charges.length})`;
+  };
+  const charge = tool(opts.guarded === 'per-tool' ? idempotentTool(async function charge(input: { orderId: string; cents: number }) { return run(input); }, { store, onEvent: (e) => events.push(e) }) : run, {
+    name: 'charge',
+    description: 'charge an order',
+    schema: z.object({ orderId: z.string(), cents: z.number() }),
+  });
   const agent = createAgent({
     model: new ScriptedChatModel(turns),
     tools: [charge],
     checkpointer: new MemorySaver(),
     middleware: [
-      ...(opts.guarded === false ? [] : [idempotentToolsMiddleware({ store, onEvent: (e) => events.push(e) })]),
+      ...(opts.guarded === true || opts.guarded === undefined ? [idempotentToolsMiddleware({ store, onEvent: (e) => events.push(e) })] : []),
       humanInTheLoopMiddleware({ interruptOn: { charge: true } }),
     ],
   });
@@ -167,5 +170,18 @@ describe('approvals in createAgent (humanInTheLoopMiddleware decides, idempotent
       const turns = (await decisions()).map((r) => `${r.name} ${(r.result as { turn: string }).turn}`).sort();
       expect(turns).toEqual(['approval:approved:charge ai-0', `approval:${second === 'approve' ? 'approved' : 'rejected'}:charge ai-1`]);
     }
+  });
+
+  it('a tool wrapped with idempotentTool (no middleware) reads the decisions too: an edit, then the turn run again and approved as asked, does not run', async () => {
+    const { agent, config, charges, events, rerunTurn } = setup([payTurn], { guarded: 'per-tool' });
+    await agent.invoke({ messages: [new HumanMessage('pay')] }, config);
+    await agent.invoke(new Command({ resume: decide.edit(50) }), config);
+    await rerunTurn();
+    const out = await agent.invoke(new Command({ resume: decide.approve }), config);
+    expect(charges).toEqual([{ orderId: 'o-1', cents: 50 }]);
+    const m = toolMessages(out).at(-1)!;
+    expect([m.status, m.tool_call_id]).toEqual(['error', 'call_0']);
+    expect(m.content).toMatch(/is approved for other arguments than these \(edited\)/);
+    expect(events.map((e) => e.type)).toContain('approval-mismatch');
   });
 });
