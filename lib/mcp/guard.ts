@@ -185,7 +185,7 @@ export class RetryGuard {
         // For `inspect` and the inspector page: which server's tool, through the proxy.
         meta: () => ({ framework: 'mcp', scope: server.label }),
         onEvent: (event) => {
-          if (event.type === 'in-flight') this.onWait?.(name, event.keyId);
+          if (event.type === 'in-flight') this.onWait?.(name, event.keyId ?? event.key);
         },
       },
     );

@@ -51,7 +51,7 @@ export class EventLog {
   #listener = (message: unknown) => {
     const e = message as IdempotencyEvent;
     if (e.type !== 'replayed' && e.type !== 'taken-over') return;
-    this.#events.push({ at: Date.now(), type: e.type, name: e.name, key: e.keyId }); // events name records by keyed id
+    this.#events.push({ at: Date.now(), type: e.type, name: e.name, key: e.keyId ?? e.key }); // events name records by keyed id
     if (this.#events.length > KEEP_EVENTS) this.#events.splice(0, this.#events.length - KEEP_EVENTS);
   };
 
