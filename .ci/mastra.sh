@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --prefix __test__/fixtures/mastra --no-audit --no-fund
-IDEMPOTENT_TOOLS_MASTRA_E2E=1 npx vitest run __test__/frameworks-mastra-agent.test.ts
+IDEMPOTENT_TOOLS_MASTRA_E2E=1 npx vitest run __test__/frameworks-mastra-agent.test.ts __test__/approvals-mastra.test.ts

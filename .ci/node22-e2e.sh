@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What Node 20 cannot install, run under Node 22: Mastra 1.x end to end (approval, then
 # interrupt and resume, a charge counted once), ai 7 (an approved history submitted twice),
-# the OpenAI Agents tool set (e2e/node22/openai-agents.mjs) and example against the current @openai/agents. e2e/node22 is a project of its own (package.json, lockfile), so the
+# the OpenAI Agents tool set (e2e/node22/openai-agents.mjs) and example against the current @openai/agents,
+# and approvals bound to one execution in all three (e2e/node22/approvals.mjs). e2e/node22 is a project of its own (package.json, lockfile), so the
 # main devDependencies stay on what Node 20 installs. It uses this clone's build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ status=0
 node mastra.mjs || status=1
 node ai-sdk-7.mjs || status=1
 node openai-agents.mjs || status=1
+node approvals.mjs || status=1
 # The repository's OpenAI Agents example (written against @openai/agents-core, a dev
 # dependency) run here against the current @openai/agents, which re-exports it.
 mkdir -p .run

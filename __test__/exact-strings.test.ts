@@ -6,14 +6,18 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, tempDb } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
+import { PG_URL, uniqueTable } from './postgres-server';
+import { Pool } from 'pg';
 
-const { idempotent, SqliteStore, RedisStore } = lib;
+const { idempotent, SqliteStore, RedisStore, PostgresStore } = lib;
+const { idempotentTx } = require(`${ROOT}/dist/pg.js`) as typeof import('../dist/pg.js');
 const redis = await sharedRedis();
 afterAll(() => redis.stop());
 
 const stores: Array<[string, () => InstanceType<typeof SqliteStore> | InstanceType<typeof RedisStore>]> = [
   ['SqliteStore', () => new SqliteStore({ path: tempDb() })],
   ['RedisStore', () => new RedisStore({ url: redis.url, prefix: uniquePrefix() })],
+  ['PostgresStore', () => new PostgresStore({ url: PG_URL, table: uniqueTable() }) as never],
 ];
 
 const lone = (err: unknown, what: RegExp) =>
@@ -74,6 +78,35 @@ for (const [storeName, open] of stores) {
     });
   });
 }
+
+// idempotentTx writes through the user's node-postgres client, not the native addon:
+// node-postgres encodes a lone surrogate as U+FFFD just as napi does, so the same rule
+// must hold on that path (before this check, '\uD800x', '\uD801x' and '\uFFFDx' shared one
+// record, and the second and third calls replayed the first's result).
+describe('strings cross into idempotentTx (node-postgres) exactly', () => {
+  it('keys and names differing in a lone surrogate are refused, and fn does not run', async () => {
+    const pool = new Pool({ connectionString: PG_URL });
+    try {
+      let runs = 0;
+      const charge = idempotentTx(async function charge(_client: unknown, order: string) {
+        return `${order}#${++runs}`;
+      }, { pool, table: uniqueTable() });
+      await expect(charge.withKey('order-\uD800')('a')).rejects.toSatisfy((e) => lone(e, /the key/));
+      await expect(charge.withKey('order-\uD801')('a')).rejects.toSatisfy((e) => lone(e, /the key/));
+      expect(await charge.withKey('order-\uFFFD')('a')).toBe('a#1');
+      expect(await charge.withKey('order-\uD83D\uDE00')('a')).toBe('a#2');
+      const keyed = idempotentTx(async function keyed(_client: unknown, id: string) {
+        return `${id}#${++runs}`;
+      }, { pool, table: uniqueTable(), key: (id) => `email-${id}` });
+      await expect(keyed('\uDC00')).rejects.toSatisfy((e) => lone(e, /the key/));
+      const named = idempotentTx(async (_client: unknown) => ++runs, { pool, table: uniqueTable(), name: 'tool\uD800' });
+      await expect(named.withKey('k')()).rejects.toSatisfy((e) => lone(e, /the name/));
+      expect(runs).toBe(2);
+    } finally {
+      await pool.end();
+    }
+  });
+});
 
 describe('store options cross exactly', () => {
   it('SqliteStore path', () => {

@@ -84,7 +84,7 @@ describe('idempotent-tools/ai-sdk, end to end', () => {
     const a = await generateText({ model, tools, messages: history, experimental_context: ctx });
     const b = await generateText({ model, tools, messages: history, experimental_context: ctx }); // double submit
     expect(payments).toHaveLength(1);
-    expect(events).toEqual(['executed', 'replayed']);
+    expect(events).toEqual(['approved', 'executed', 'replayed']); // the approval is recorded just before the run (docs/approvals.md)
     // The approved call's result goes back to the model in the first response message.
     expect(toolResults(a)).toEqual([expect.objectContaining({ toolCallId: 'call_0', output: { type: 'json', value: { receipt: 'r-1' } } })]);
     expect(toolResults(b)).toEqual(toolResults(a));
@@ -115,7 +115,8 @@ describe('idempotent-tools/ai-sdk, end to end', () => {
       await generateText({ model, tools, messages: await approvedHistory(model, tools) });
     }
     expect(payments).toHaveLength(4); // two orders, in two chats that both start at call_0
-    expect(events).toEqual(['executed', 'executed', 'executed', 'executed']);
+    expect(events.filter((e) => e !== 'approved')).toEqual(['executed', 'executed', 'executed', 'executed']);
+    expect(events.filter((e) => e === 'approved')).toHaveLength(4); // each call's approval, recorded once
   });
 
   it('a missing scope is a clear TypeError, at wrap time or at call time', async () => {

@@ -77,7 +77,7 @@ describe('idempotent-tools/openai-agents, end to end', () => {
     const a = await runner.run(agent, await RunState.fromString(agent, saved));
     const b = await runner.run(agent, await RunState.fromString(agent, saved)); // resumed again
     expect(payments).toHaveLength(1);
-    expect(events).toEqual(['executed', 'replayed']);
+    expect(events).toEqual(['approved', 'executed', 'replayed']); // the approval is recorded just before the run (docs/approvals.md)
     expect(a.finalOutput).toBe('paid');
     expect(b.finalOutput).toBe('paid');
     const outputOf = (r: typeof a) => r.newItems.find((i) => i.type === 'tool_call_output_item')?.output;
@@ -103,7 +103,8 @@ describe('idempotent-tools/openai-agents, end to end', () => {
       await runner.run(agent, await RunState.fromString(agent, saved));
     }
     expect(payments).toHaveLength(4);
-    expect(events).toEqual(['executed', 'executed', 'executed', 'executed']);
+    expect(events.filter((e) => e !== 'approved')).toEqual(['executed', 'executed', 'executed', 'executed']);
+    expect(events.filter((e) => e === 'approved')).toHaveLength(4); // each call's approval, recorded once
   });
 
   it('a missing scope is a clear error, and nothing runs', async () => {

@@ -71,6 +71,14 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(shown.stdout).toContain('counting/act');
     await logShows(p, /executed\s+counting\/act/);
     await logShows(p, /replayed\s+counting\/act/);
+    // --log names each call by its keyed id, which inspect resolves; never by the stored
+    // key, a hash of the arguments that a reader of the log could reverse (issue 21 item 2).
+    const logged = p.stderr();
+    for (const r of rs) expect(logged).not.toContain(r.key.slice(0, 12));
+    const id = /executed\s+counting\/act\S*\s+(kid_[0-9a-f]{24})/.exec(logged)?.[1];
+    expect(id).toBeDefined();
+    const found = await runNode([CLI, '--db', db, 'inspect', '--key', id!, '--json']);
+    expect(rs.map((r) => r.key)).toContain(JSON.parse(found.stdout).key);
   });
 
   it("a client's _meta.idempotencyKey is the key; reused for other arguments it is refused", async () => {

@@ -55,7 +55,9 @@ Options:
                           else idempotent_tools_records)
   --key K                 the record's key, or a unique start of it (as git takes hashes)
   --name N                inspect: only calls of the function named N
-  --status S              inspect: only pending, completed or failed records
+  --status S              inspect: only pending, completed or failed records; or the
+                          approval decisions approved, edited or rejected, each with
+                          its call's executions
   --scope T               inspect: only calls of the thread, conversation or run T
   --since D               inspect: only records changed in the last D (90s, 15m, 1h, 2d)
   --limit N               inspect: at most N records (the newest)

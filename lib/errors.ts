@@ -62,3 +62,26 @@ export class LeaseLostError extends IdempotencyError {
     this.result = options.result;
   }
 }
+
+/**
+ * A tool call approved for some arguments was about to run with others (a resubmitted
+ * history with edited input, two resumes that decided differently): it did not run. The
+ * model gets a tool message that says so; the developer this error, as an
+ * `approval-mismatch` event and a process warning.
+ */
+export class ApprovalMismatchError extends IdempotencyError {
+  override readonly code = 'APPROVAL_MISMATCH';
+}
+
+/** A tool call whose recorded decision is a rejection was about to run: it did not. */
+export class ToolCallRejectedError extends IdempotencyError {
+  override readonly code = 'TOOL_CALL_REJECTED';
+}
+
+/**
+ * `recordApproval` was given a decision for a call that already has another one: the first
+ * decision stands (re-recording the same decision is fine).
+ */
+export class ApprovalConflictError extends IdempotencyError {
+  override readonly code = 'APPROVAL_CONFLICT';
+}

@@ -30,17 +30,39 @@ export type IdempotencyEventType =
   | 'interrupted'
   /** fn was aborted after it started: its outcome is unknown, so the record stays pending
    * (for reconcile, or for a takeover after the lease) and the abort reaches the caller. */
-  | 'aborted';
+  | 'aborted'
+  /** An approval of a tool call was recorded (`key` is the decision's record, `decision` says which). */
+  | 'approved'
+  /** An approval with edited arguments was recorded. */
+  | 'edited'
+  /** A rejection of a tool call was recorded. */
+  | 'rejected'
+  /** A guarded tool call whose decision is a rejection was about to run: it did not (`error` is a ToolCallRejectedError). */
+  | 'refused'
+  /** A tool call approved for other arguments was about to run: it did not (`error` is an ApprovalMismatchError). */
+  | 'approval-mismatch';
 
 export interface IdempotencyEvent {
   type: IdempotencyEventType;
+  /**
+   * The record's key when the caller gave it (withKey, the `key` option, a business key);
+   * for a key derived from the arguments, its keyed id (`keyId`), never the derived key
+   * itself: that is an unsalted hash of the arguments, which a reader of traces could
+   * reverse by guessing. `idempotent-tools inspect --key` takes either.
+   */
   key: string;
+  /** The keyed id of the record's key (`kid_` + 24 hex digits, an HMAC under a secret kept in the
+   * store), on every call's event; an approval decision's event names its record by `key` alone
+   * (a decision's key holds the tool, the call id and a digest, nothing of the arguments). */
+  keyId?: string;
   name: string;
   /** Milliseconds from the start of the call. */
   durationMs: number;
   /** The record's attempt count, when known. */
   attempts?: number;
   error?: unknown;
+  /** For the approval events: the decision (approve, edit, reject). */
+  decision?: 'approve' | 'edit' | 'reject';
 }
 
 export const CHANNEL_NAME = 'idempotent-tools:call';

@@ -74,6 +74,15 @@ function checkValue(value: unknown, field: string, where: string, depth: number)
 }
 
 /**
+ * Throws `InexactStringError` if `value` holds a lone surrogate: for paths that reach a
+ * store without crossing the addon (idempotentTx's node-postgres client encodes a lone
+ * surrogate as U+FFFD just as napi does). `field` is a key of DESCRIPTIONS.
+ */
+export function checkWellFormed(value: string, field: string, where: string): void {
+  if (!wellFormed(value)) refuse(value, field, where);
+}
+
+/**
  * Throws `InexactStringError` if any string among `args` (or in the fields of an object
  * argument) holds a lone surrogate. `params` names the positional arguments.
  */

@@ -21,6 +21,7 @@ import { InexactStringError } from './exact-strings.js';
 import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
+import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
 import { type Lease, keepLease } from './lease.js';
 import { WRAPS, claimName } from './names.js';
 import * as native from './native.js';
@@ -49,12 +50,21 @@ interface Call<A extends unknown[], R> {
   args: A;
   key: string;
   fingerprint: string;
+  /** The key was derived from the arguments: messages do not print it (errors end up in logs). */
+  derived: boolean;
   emit: Emit;
+}
+
+/** The call's key as error messages show it: a given key as given; a derived one not at all (see key-id.ts). */
+function keyInMessage(call: { key: string; derived: boolean }): string {
+  return call.derived ? 'key (derived from these arguments; error.key has it)' : `key ${call.key}`;
 }
 
 interface Identity {
   key: string;
   fingerprint: string;
+  /** The key is a hash of the arguments (not given by withKey or the key option). */
+  derived: boolean;
 }
 
 /** Wraps `fn` so that a repeated call returns the first call's stored result. */
@@ -136,7 +146,7 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
       if (!(err instanceof Unencodable)) throw err;
     }
     if (payloadJson !== null) checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
-    return { key, fingerprint: native.fingerprint(c.name, payloadJson) };
+    return { key, fingerprint: native.fingerprint(c.name, payloadJson), derived: false };
   }
   if (payload === undefined) {
     throw new TypeError(`idempotent-tools: the "payload" option of "${c.name}" returned undefined; return the data that identifies the call`);
@@ -159,7 +169,23 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     checkArgsSize(contextJson, c.limits, c.name, 'context');
   }
   const both = native.callHashes(c.name, contextJson, payloadJson);
-  return { key: both.slice(64), fingerprint: both.slice(0, 64) };
+  return { key: both.slice(64), fingerprint: both.slice(0, 64), derived: true };
+}
+
+/** Stands in for a store's key-id secret that could not be read: ids then resolve nowhere, but never reveal a key. */
+const UNRESOLVABLE_SECRET = native.fingerprint(`unresolvable:${Math.random()}:${Date.now()}`, null);
+
+/**
+ * The store's key-id secret, for events: read once per store object (the first listened
+ * call waits for it; later ones have it at once). A store that cannot give it (an outage
+ * the call itself will meet) gets ids nobody can resolve, never the derived key.
+ */
+async function telemetrySecret(store: Store): Promise<string> {
+  try {
+    return (await keyIdSecret(store)) ?? UNRESOLVABLE_SECRET;
+  } catch {
+    return UNRESOLVABLE_SECRET;
+  }
 }
 
 async function runCall<A extends unknown[], R>(
@@ -170,14 +196,24 @@ async function runCall<A extends unknown[], R>(
   args: A,
 ): Promise<Awaited<R>> {
   const startedAt = listening(c.onEvent) ? performance.now() : 0;
-  const { key, fingerprint } = identify(c, explicitKey, args);
+  const { key, fingerprint, derived } = identify(c, explicitKey, args);
+  const store = resolveStore();
+  // Events name the record by a keyed id, never by a derived key (see key-id.ts).
+  let secret = listening(c.onEvent) ? (cachedKeyIdSecret(store) ?? (await telemetrySecret(store))) : undefined;
   const emit: Emit = (type, extra) => {
     if (listening(c.onEvent)) {
-      publish(c.onEvent, { type, key, name: c.name, durationMs: performance.now() - startedAt, ...extra });
+      secret ??= cachedKeyIdSecret(store) ?? UNRESOLVABLE_SECRET; // a listener that came mid-call
+      publish(c.onEvent, {
+        type,
+        key: keyForTelemetry(secret, key, derived),
+        keyId: keyIdWith(secret, key),
+        name: c.name,
+        durationMs: performance.now() - startedAt,
+        ...extra,
+      });
     }
   };
-  const call: Call<A, R> = { c, store: resolveStore(), fn, args, key, fingerprint, emit };
-  const store = call.store;
+  const call: Call<A, R> = { c, store, fn, args, key, fingerprint, derived, emit };
 
   // The replay fast path: a store that can read a completed record without waiting
   // (SQLite in WAL mode) answers here, with no trip through the async machinery. Any
@@ -229,7 +265,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
     if (!waited) emit('in-flight', { attempts: record.attempts });
     if (watch === undefined) {
       throw new DuplicateInFlightError(
-        `idempotent-tools: a call of "${c.name}" with key ${key} is already in flight; ` +
+        `idempotent-tools: a call of "${c.name}" with this ${keyInMessage(call)} is already in flight; ` +
           'retry later, or wrap with onDuplicate: "block" to wait for its result',
         { key },
       );
@@ -237,7 +273,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
     const left = deadline - Date.now();
     if (left <= 0) {
       throw new InFlightTimeoutError(
-        `idempotent-tools: waited ${c.pollTimeoutMs} ms for the in-flight call of "${c.name}" with key ${key} to finish; ` +
+        `idempotent-tools: waited ${c.pollTimeoutMs} ms for the in-flight call of "${c.name}" with this ${keyInMessage(call)} to finish; ` +
           'it is still running (raise pollTimeoutMs to wait longer)',
         { key },
       );
@@ -362,7 +398,7 @@ async function record<A extends unknown[], R>(
   if (settled.state === 'fenced') {
     if (!lease.lost) emit('lease-lost', { attempts });
     throw new LeaseLostError(
-      `idempotent-tools: "${c.name}" ran, but meanwhile another call took its key ${key} over ` +
+      `idempotent-tools: "${c.name}" ran, but meanwhile another call took its ${keyInMessage(call)} over ` +
         '(its lease ran out, or a \'retry\' call claimed it), so this result was not recorded: the stored outcome is ' +
         'the other call\'s. The side effect may have happened twice; this run\'s result is in error.result. ' +
         'Call again to get the recorded outcome',

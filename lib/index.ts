@@ -23,8 +23,14 @@ export {
   KeyMismatchError,
   StoreError,
   LeaseLostError,
+  ApprovalMismatchError,
+  ApprovalConflictError,
+  ToolCallRejectedError,
 } from './errors.js';
+export { recordApproval } from './approvals.js';
+export type { ApprovalDecision, ApprovalInput, ApprovalRecord, RecordedApproval } from './approvals.js';
 export { CHANNEL_NAME } from './events.js';
+export { keyId } from './key-id.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
 export type {
   Store,

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 
 import { StoreError } from './errors.js';
+import { withoutKeyIdSecret } from './key-id.js';
 import type {
   AcquireRequest,
   AcquireResult,
@@ -199,7 +200,8 @@ export class MemoryStore implements Store {
     const rows = [...this.#rows.values()]
       .filter((r) => this.#live(r.key, now) !== undefined && (options.status === undefined || r.status === options.status))
       .sort((a, b) => a.createdAt - b.createdAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    return (options.limit === undefined ? rows : rows.slice(0, options.limit)).map((r) => this.#view(r));
+    const listed = withoutKeyIdSecret(rows, options);
+    return (options.limit === undefined ? listed : listed.slice(0, options.limit)).map((r) => this.#view(r));
   }
 
   async clear(key?: string): Promise<number> {

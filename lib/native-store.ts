@@ -8,6 +8,7 @@
 import { asStoreError } from './errors.js';
 import { listRecentFallback } from './record-query.js';
 import { InexactStringError } from './exact-strings.js';
+import { withoutKeyIdSecret } from './key-id.js';
 import type * as native from './native.js';
 import type {
   AcquireRequest,
@@ -170,13 +171,13 @@ export abstract class NativeBackedStore implements Store {
 
   async listRecords(options: ListOptions = {}): Promise<IdempotencyRecord[]> {
     const rows = await this.#call(undefined, (n) => n.listRecords(options.status ?? null, options.limit ?? null));
-    return rows.map(toRecord);
+    return withoutKeyIdSecret(rows, options).map(toRecord);
   }
 
   /** See `Store.listRecent`: in the store's own query where its native half has one (SQLite). */
   async listRecent(query: RecentQuery = {}): Promise<RecentRecords> {
     const n = await this.#use();
-    if (n.listRecent === undefined) return listRecentFallback(this, query);
+    if (n.listRecent === undefined) return listRecentFallback(this, query); // through listRecords, which leaves it out
     const out = await this.#call(undefined, (n) =>
       n.listRecent!({
         status: query.status,
@@ -186,7 +187,8 @@ export abstract class NativeBackedStore implements Store {
         withResults: query.withResults === true,
       }),
     );
-    return { records: out.records.map(toRecord), matched: out.matched };
+    const records = withoutKeyIdSecret(out.records, query);
+    return { records: records.map(toRecord), matched: out.matched - (out.records.length - records.length) };
   }
 
   async stats(): Promise<StoreStats> {

@@ -23,6 +23,7 @@ import { randomBytes } from 'node:crypto';
 import { STEPS_REFUSED } from './call-context.js';
 import { StoreError } from './errors.js';
 import { type IdempotentFunction, idempotent } from './idempotent.js';
+import { KEY_ID_SECRET, withoutKeyIdSecret } from './key-id.js';
 import { RECORDS_PLACE, WRAPS } from './names.js';
 import * as native from './native.js';
 import { toRecord } from './native-store.js';
@@ -409,6 +410,31 @@ class TxStore implements Store {
     return this.#settle(request, 'failed');
   }
 
+  /**
+   * @internal The key-id secret's record (key-id.ts) is written outside any call: the
+   * same claim and settle statements, each committed on its own.
+   */
+  [KEY_ID_SECRET](): Pick<Store, 'get' | 'acquire' | 'complete'> {
+    return {
+      get: (key) => this.get(key),
+      acquire: async (request) => {
+        checkPostgresText(request.key, request.name);
+        await this.#ensureSchema();
+        const token = randomBytes(16).toString('hex');
+        const { rows } = await this.pool.query(this.sql.acquire, [
+          [request.key], [request.name], [request.fingerprint], [token], [Math.ceil(request.leaseMs)], [request.force], [null],
+        ]);
+        const r = rows[0];
+        if (r.acquired) return { acquired: true, token, attempts: r.attempts, takenOver: r.taken_over };
+        return { acquired: false, record: toRecord(row({ ...r, key: request.key }) as any) };
+      },
+      complete: async (request) => {
+        const { rows } = await this.pool.query(this.sql.settle, this.#settleParams(request, 'completed'));
+        return rows[0].settled === true;
+      },
+    };
+  }
+
   /** The uncommitted claim is invisible to others, who wait on its row lock: no lease to renew. */
   async renew(): Promise<boolean> {
     return true;
@@ -417,7 +443,7 @@ class TxStore implements Store {
   async listRecords(options: ListOptions = {}): Promise<IdempotencyRecord[]> {
     await this.#ensureSchema();
     const { rows } = await this.pool.query(this.sql.list, [options.status ?? null, options.limit ?? null]);
-    return rows.map((r) => toRecord(row(r) as any));
+    return withoutKeyIdSecret(rows as Array<{ key: string; name: string }>, options).map((r) => toRecord(row(r) as any));
   }
 
   async clear(key?: string): Promise<number> {

@@ -9,7 +9,7 @@ import * as native from './native.js';
 import { type BatchingNativeStore, batched } from './batch.js';
 import { NativeBackedStore } from './native-store.js';
 import { RECORDS_PLACE } from './names.js';
-import { InexactStringError } from './exact-strings.js';
+import { InexactStringError, checkWellFormed } from './exact-strings.js';
 import type { AcquireRequest, AcquireResult, IdempotencyRecord } from './store.js';
 
 export interface PostgresStoreOptions {
@@ -272,10 +272,12 @@ export const POSTGRES_MAX_KEY_BYTES = 2048;
 /**
  * @internal What PostgreSQL text cannot hold, refused before anything runs, as bad input
  * (a `TypeError`, never the `StoreError` that callers retry): U+0000 in a key or name,
+ * a lone UTF-16 surrogate (it would arrive as U+FFFD, and two keys would become one),
  * and keys longer than POSTGRES_MAX_KEY_BYTES. Shared by PostgresStore and idempotentTx.
  */
 export function checkPostgresText(key: string, name?: string): void {
   for (const [what, value] of [['key', key], ['name', name]] as const) {
+    if (typeof value === 'string') checkWellFormed(value, what, 'PostgreSQL');
     if (typeof value === 'string' && value.includes('\0')) {
       throw new InexactStringError(
         `idempotent-tools: the ${what} ${JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value)} contains ` +

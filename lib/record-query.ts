@@ -4,17 +4,26 @@
  * the page so that one filter means one thing in both.
  */
 
+import { parseDecisionName } from './approvals.js';
+import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isKeyIdSecretRecord, keyIdWith } from './key-id.js';
 import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 
+/**
+ * A decision, as `--status` takes it: the approval records (see approvals.ts) with that
+ * decision (`approved` includes edits: an edit approves the edited arguments), shown with
+ * the executions of the same calls.
+ */
+export type DecisionStatus = 'approved' | 'edited' | 'rejected';
+
 export interface RecordQuery {
-  /** The function's name, exactly. */
+  /** The function's name, exactly (with a decision status: the tool's). */
   name?: string;
-  status?: RecordStatus;
+  status?: RecordStatus | DecisionStatus;
   /** A thread, conversation or run: matches a record whose `meta.scope` is this, or has it as one `/`, `:` or `#`-separated part. */
   scope?: string;
   /** Only records changed (claimed or settled) within this many ms before now. */
   sinceMs?: number;
-  /** A key or the start of one. */
+  /** A key or the start of one; or a keyed id (`kid_…`, what events and traces carry) or the start of one. */
   keyPrefix?: string;
   /** At most this many records, newest first. */
   limit?: number;
@@ -24,6 +33,29 @@ export interface RecordQuery {
 export class QueryError extends Error {}
 
 const STATUSES = new Set(['pending', 'completed', 'failed']);
+const DECISIONS = new Set(['approved', 'edited', 'rejected']);
+
+export function isDecisionStatus(status: string | undefined): status is DecisionStatus {
+  return status !== undefined && DECISIONS.has(status);
+}
+
+/**
+ * What a record's status column shows: its status, or for an approval record its decision
+ * (`approved`, `edited`, `rejected`; `bound` for the record that binds a decision made
+ * without a turn to the turn that ran it).
+ */
+export function statusLabel(r: Pick<IdempotencyRecord, 'name' | 'status'>): string {
+  const decision = parseDecisionName(r.name);
+  if (decision === undefined) return r.status;
+  return decision.decision === 'turn' ? 'bound' : decision.decision;
+}
+
+/** A decision record with that decision (`approved` takes edits too), with its tool's name. */
+function decisionMatch(r: IdempotencyRecord, status: DecisionStatus): string | undefined {
+  const d = parseDecisionName(r.name);
+  if (d === undefined || d.decision === 'turn') return undefined;
+  return d.decision === status || (status === 'approved' && d.decision === 'edited') ? d.toolName : undefined;
+}
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 /** `90s`, `15m`, `1h`, `1h30m`, `2d`, `1w`: a duration in ms. */
@@ -44,8 +76,10 @@ export function parseQuery(raw: { [k in 'name' | 'status' | 'scope' | 'since' | 
   if (given(raw.key)) q.keyPrefix = raw.key;
   const status = given(raw.status);
   if (status !== undefined) {
-    if (!STATUSES.has(status)) throw new QueryError(`--status ${JSON.stringify(status)} is not a status; give pending, completed or failed`);
-    q.status = status as RecordStatus;
+    if (!STATUSES.has(status) && !DECISIONS.has(status)) {
+      throw new QueryError(`--status ${JSON.stringify(status)} is not a status; give pending, completed or failed (calls), or approved, edited or rejected (approval decisions)`);
+    }
+    q.status = status as RecordStatus | DecisionStatus;
   }
   const since = given(raw.since);
   if (since !== undefined) q.sinceMs = parseSince(since);
@@ -66,8 +100,13 @@ export function scopeMatches(scope: string | undefined, wanted: string): boolean
 }
 
 export function matches(r: IdempotencyRecord, q: RecordQuery, now: number): boolean {
-  if (q.name !== undefined && r.name !== q.name) return false;
-  if (q.status !== undefined && r.status !== q.status) return false;
+  if (isDecisionStatus(q.status)) {
+    const tool = decisionMatch(r, q.status);
+    if (tool === undefined || (q.name !== undefined && tool !== q.name)) return false;
+  } else {
+    if (q.name !== undefined && r.name !== q.name) return false;
+    if (q.status !== undefined && r.status !== q.status) return false;
+  }
   if (q.scope !== undefined && !scopeMatches(r.meta?.scope, q.scope)) return false;
   if (q.sinceMs !== undefined && r.updatedAt < now - q.sinceMs) return false;
   if (q.keyPrefix !== undefined && !r.key.startsWith(q.keyPrefix)) return false;
@@ -84,13 +123,41 @@ export function newestFirst(a: IdempotencyRecord, b: IdempotencyRecord): number 
  * (filtered, sorted and cut here; results dropped unless asked).
  */
 export async function recentRecords(store: Pick<Store, 'listRecords' | 'listRecent'>, query: RecentQuery): Promise<RecentRecords> {
-  if (store.listRecent !== undefined) return store.listRecent(query);
-  return listRecentFallback(store, query);
+  const found = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
+  // The store's key-id secret is a record of the library's own, not a call.
+  const records = found.records.filter((r) => !isKeyIdSecretRecord(r));
+  return records.length === found.records.length ? found : { records, matched: found.matched - (found.records.length - records.length) };
+}
+
+/**
+ * The key-id secrets a store holds, by project (namespace; '' for stores without one): a
+ * SQLite file shared by projects holds one per project, so a view of every project
+ * tries them all.
+ */
+export async function keyIdSecrets(store: Pick<Store, 'listRecords' | 'listRecent'>): Promise<Map<string, string>> {
+  const query = { name: KEY_ID_SECRET_KEY, withResults: true, [WITH_KEY_ID_SECRET]: true };
+  const { records } = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
+  const secrets = new Map<string, string>();
+  for (const r of records) if (isKeyIdSecretRecord(r) && typeof r.result === 'string') secrets.set(r.namespace ?? '', r.result);
+  return secrets;
+}
+
+/**
+ * How `keyPrefix` picks records: by the key's start, or, for a keyed id (`kid_…`), by
+ * the start of the record's keyed id under the store's secret (none yet: nothing matches).
+ */
+async function keyMatcher(store: Pick<Store, 'listRecords' | 'listRecent'>, keyPrefix: string): Promise<(r: IdempotencyRecord) => boolean> {
+  if (!keyPrefix.startsWith(KEY_ID_PREFIX)) return (r) => r.key.startsWith(keyPrefix);
+  const secrets = [...(await keyIdSecrets(store)).values()];
+  return (r) => r.key.startsWith(keyPrefix) || secrets.some((secret) => keyIdWith(secret, r.key).startsWith(keyPrefix));
 }
 
 /** `listRecent` over `listRecords`: what a store without its own query gives. */
 export async function listRecentFallback(store: Pick<Store, 'listRecords'>, query: RecentQuery): Promise<RecentRecords> {
-  const all = await store.listRecords(query.status === undefined ? {} : { status: query.status });
+  const all = await store.listRecords({
+    ...(query.status === undefined ? {} : { status: query.status }),
+    ...((query as Record<symbol, unknown>)[WITH_KEY_ID_SECRET] === true ? { [WITH_KEY_ID_SECRET]: true } : {}),
+  });
   const found = all
     .filter((r) => (query.name === undefined || r.name === query.name) && (query.updatedSince === undefined || r.updatedAt >= query.updatedSince))
     .sort(newestFirst);
@@ -110,16 +177,45 @@ export async function queryRecords(
   now = Date.now(),
   { withResults = true }: { withResults?: boolean } = {},
 ): Promise<{ records: IdempotencyRecord[]; matched: number }> {
+  if (isDecisionStatus(q.status)) return decisionsBesideCalls(store, q, q.status, now, withResults);
   const pushed: RecentQuery = {
-    status: q.status,
+    status: q.status as RecordStatus | undefined,
     name: q.name,
     updatedSince: q.sinceMs === undefined ? undefined : now - q.sinceMs,
     withResults,
   };
   if (q.scope === undefined && q.keyPrefix === undefined) return recentRecords(store, { ...pushed, limit: q.limit });
   const { records } = await recentRecords(store, pushed);
-  const found = records.filter((r) => matches(r, q, now));
+  const keyMatches = q.keyPrefix === undefined ? () => true : await keyMatcher(store, q.keyPrefix);
+  const found = records.filter((r) => matches(r, { ...q, keyPrefix: undefined }, now) && keyMatches(r));
   return { records: q.limit === undefined ? found : found.slice(0, q.limit), matched: found.length };
+}
+
+/**
+ * `--status approved|edited|rejected`: the decisions that match, each followed by the
+ * records of its call's executions (same tool, tool call id and scope: a refused run of a
+ * rejected call, the run of an approved one), newest decision first.
+ */
+async function decisionsBesideCalls(
+  store: Pick<Store, 'listRecords' | 'listRecent'>,
+  q: RecordQuery,
+  status: DecisionStatus,
+  now: number,
+  withResults: boolean,
+): Promise<{ records: IdempotencyRecord[]; matched: number }> {
+  const { records: all } = await recentRecords(store, { withResults });
+  const decisions = all.filter((r) => matches(r, q, now));
+  const shown = q.limit === undefined ? decisions : decisions.slice(0, q.limit);
+  const callOf = (tool: string, r: IdempotencyRecord) => `${tool}\u0000${r.meta?.toolCallId ?? ''}\u0000${r.meta?.scope ?? ''}`;
+  const executions = new Map<string, IdempotencyRecord[]>();
+  for (const r of all) {
+    if (parseDecisionName(r.name) !== undefined || r.meta?.toolCallId === undefined) continue;
+    const list = executions.get(callOf(r.name, r)) ?? [];
+    list.push(r);
+    executions.set(callOf(r.name, r), list);
+  }
+  const records = shown.flatMap((d) => [d, ...(executions.get(callOf(decisionMatch(d, status)!, d)) ?? [])]);
+  return { records, matched: decisions.length };
 }
 
 export type KeyLookup =
@@ -127,11 +223,12 @@ export type KeyLookup =
   | { ambiguous: IdempotencyRecord[] }
   | { missing: true };
 
-/** A whole key, or a unique start of one, as git takes commit hashes. */
-export async function findByKey(store: Pick<Store, 'get' | 'listRecords'>, keyOrPrefix: string): Promise<KeyLookup> {
+/** A whole key, or a unique start of one, as git takes commit hashes; or a keyed id (`kid_…`) or a unique start of one. */
+export async function findByKey(store: Pick<Store, 'get' | 'listRecords' | 'listRecent'>, keyOrPrefix: string): Promise<KeyLookup> {
   const exact = await store.get(keyOrPrefix);
   if (exact !== null) return { found: exact };
-  const candidates = (await store.listRecords()).filter((r) => r.key.startsWith(keyOrPrefix)).sort(newestFirst);
+  const keyMatches = await keyMatcher(store, keyOrPrefix);
+  const candidates = (await store.listRecords()).filter((r) => !isKeyIdSecretRecord(r) && keyMatches(r)).sort(newestFirst);
   if (candidates.length === 0) return { missing: true };
   if (candidates.length === 1) return { found: candidates[0] };
   return { ambiguous: candidates };

@@ -18,7 +18,7 @@ mod runtime;
 mod sqlite;
 mod token;
 
-pub use hashing::{call_hashes, fingerprint};
+pub use hashing::{call_hashes, fingerprint, key_id};
 pub use postgres::{sql::postgres_sql, NativePostgresStore};
 pub use redis_store::NativeRedisStore;
 pub use sqlite::NativeSqliteStore;

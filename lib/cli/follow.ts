@@ -1,6 +1,7 @@
 /** `inspect --follow`: prints calls as they settle, until interrupted. */
 
-import { type RecordQuery, matches, recentRecords } from '../record-query.js';
+import { keyIdWith, looksDerived } from '../key-id.js';
+import { type RecordQuery, isDecisionStatus, keyIdSecrets, matches, recentRecords } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
 import { forTerminal } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
@@ -24,10 +25,21 @@ export interface FollowOptions {
 export async function follow(store: Store, where: string, o: FollowOptions): Promise<void> {
   const { query } = o;
   // Settles by default; `--status pending` follows new claims and take-overs instead.
-  const shows = (r: IdempotencyRecord) => (query.status === undefined ? r.status !== 'pending' : r.status === query.status);
+  // A decision status (`--status rejected`) follows the decisions as they are recorded (matches checks them).
+  const decisions = isDecisionStatus(query.status);
+  const shows = (r: IdempotencyRecord) => (decisions ? r.status === 'completed' : query.status === undefined ? r.status !== 'pending' : r.status === query.status);
   // Without results (a settle's line shows none); --json fetches the full record of each
   // one it prints. Status and name go into the store's own query where it has one.
-  const list = async () => (await recentRecords(store, { status: query.status, name: query.name })).records;
+  const list = async () =>
+    (await recentRecords(store, decisions ? {} : { status: query.status as IdempotencyRecord['status'] | undefined, name: query.name })).records;
+  // A line names a derived key by its keyed id (as events and traces do: a follow is a
+  // log, and a derived key is a hash of the arguments that a reader could reverse), under
+  // the secret of the record's project; where no secret exists yet, the key is left out.
+  const shownKey = async (r: IdempotencyRecord) => {
+    if (!looksDerived(r.key)) return r.key;
+    const secret = (await keyIdSecrets(store).catch(() => new Map<string, string>())).get(r.namespace ?? '');
+    return secret === undefined ? '' : keyIdWith(secret, r.key);
+  };
   const seen = new Map<string, string>();
   for (const r of await list()) seen.set(r.key, state(r));
   o.ready(`Following ${forTerminal(where)} (changes noticed by ${o.changes.how}); Ctrl-C to stop.`);
@@ -44,7 +56,7 @@ export async function follow(store: Store, where: string, o: FollowOptions): Pro
     for (const r of changed) {
       if (!shows(r) || !matches(r, q, now)) continue;
       if (!o.json) {
-        o.out(followLine(r));
+        o.out(followLine(r, await shownKey(r)));
         continue;
       }
       const full = await store.get(r.key); // null: deleted (or expired) since the listing

@@ -1,5 +1,7 @@
 /** How `inspect` shows records: a table, one record in full, one line per settled call. */
 
+import type { ApprovalRecord } from '../approvals.js';
+import { statusLabel } from '../record-query.js';
 import type { IdempotencyRecord } from '../store.js';
 import { forTerminal as t } from '../terminal-text.js';
 
@@ -52,7 +54,7 @@ export function table(records: IdempotencyRecord[], now = Date.now()): string {
     ...records.map((r) => [
       t(r.key),
       t(r.name),
-      r.status,
+      statusLabel(r),
       String(r.attempts),
       age(now - r.createdAt),
       took(r.durationMs),
@@ -67,7 +69,7 @@ export function detail(r: IdempotencyRecord, now = Date.now()): string {
   const lines: Array<[string, string]> = [
     ['key', t(r.key)],
     ['name', t(r.name)],
-    ['status', r.status],
+    ['status', statusLabel(r)],
     ['attempts', String(r.attempts)],
     ['created', `${new Date(r.createdAt).toISOString()} (${age(now - r.createdAt)} ago)`],
     ['updated', `${new Date(r.updatedAt).toISOString()} (${age(now - r.updatedAt)} ago)`],
@@ -82,31 +84,50 @@ export function detail(r: IdempotencyRecord, now = Date.now()): string {
   if (meta.toolCallId) lines.push(['tool call', t(meta.toolCallId)]);
   if (meta.framework) lines.push(['framework', t(meta.framework)]);
   if (meta.argsPreview) lines.push(['arguments', t(meta.argsPreview)]);
+  const decision = decisionOf(r);
+  if (decision !== undefined) {
+    // An approval decision (approvals.ts): what was decided, by whom, why, for which turn.
+    lines.push(['decision', t(decision.decision)]);
+    if (decision.by) lines.push(['by', t(decision.by)]);
+    if (decision.reason) lines.push(['reason', t(decision.reason)]);
+    lines.push(['decided', new Date(decision.decidedAt).toISOString()]);
+    lines.push(['turn', decision.turn === null ? '(any: the first turn that runs it)' : t(decision.turn)]);
+    if (decision.argsFingerprint) lines.push(['covers args', t(decision.argsFingerprint)]);
+    lines.push(['recorded by', t(decision.source)]);
+  }
   if (r.leaseExpiresAt !== null) {
     const state = leaseState(r, now);
     lines.push(['lease until', `${new Date(r.leaseExpiresAt).toISOString()}${state ? ` (${state})` : ''}`]);
   }
   if (r.error !== null) lines.push(['error', t(`${r.error.name}: ${r.error.message}`)]);
-  if (r.status === 'completed' && r.error === null) {
+  if (r.status === 'completed' && r.error === null && decision === undefined) {
     lines.push(['result', r.result === undefined ? 'undefined' : jsonForTerminal(JSON.stringify(r.result, null, 2))]);
   }
   const width = Math.max(...lines.map(([k]) => k.length));
   return lines.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
 }
 
+/** A decision record's decision (its result), or undefined for any other record. */
+function decisionOf(r: IdempotencyRecord): ApprovalRecord | undefined {
+  const label = statusLabel(r);
+  if (label === r.status || label === 'bound' || r.result === null || typeof r.result !== 'object') return undefined;
+  const d = r.result as Partial<ApprovalRecord>;
+  return typeof d.decision === 'string' && typeof d.decidedAt === 'number' && typeof d.source === 'string' ? (d as ApprovalRecord) : undefined;
+}
+
 /** The candidates of an ambiguous key prefix, as git lists them. */
 export function candidates(prefix: string, records: IdempotencyRecord[]): string {
-  const shown = records.slice(0, 20).map((r) => `  ${t(r.key)}  ${t(r.name)}  ${r.status}`);
+  const shown = records.slice(0, 20).map((r) => `  ${t(r.key)}  ${t(r.name)}  ${statusLabel(r)}`);
   if (records.length > shown.length) shown.push(`  … and ${records.length - shown.length} more`);
   return `the key prefix ${t(prefix)} is ambiguous; ${records.length} records start with it:\n${shown.join('\n')}\ngive more of the key`;
 }
 
-/** One settled call, for `inspect --follow`. */
-export function followLine(r: IdempotencyRecord): string {
-  const parts = [new Date(r.updatedAt).toISOString(), r.status.padEnd(9), t(r.name), took(r.durationMs)];
+/** One settled call, for `inspect --follow`; `shownKey` is the key as the line names it ('' for none). */
+export function followLine(r: IdempotencyRecord, shownKey = r.key): string {
+  const parts = [new Date(r.updatedAt).toISOString(), statusLabel(r).padEnd(9), t(r.name), took(r.durationMs)];
   if (r.attempts > 1) parts.push(`attempt ${r.attempts}`);
   if (r.meta?.scope) parts.push(`scope ${t(r.meta.scope)}`);
   if (r.error !== null && r.status === 'failed') parts.push(t(`${r.error.name}: ${r.error.message}`));
-  parts.push(t(r.key));
+  if (shownKey !== '') parts.push(t(shownKey));
   return parts.join('  ');
 }

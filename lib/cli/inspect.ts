@@ -1,5 +1,6 @@
 /** `inspect`: the records that match the filters, one record by key or key prefix, or `--follow`. */
 
+import { KEY_ID_SECRET_KEY } from '../key-id.js';
 import { type RecordQuery, findByKey, queryRecords } from '../record-query.js';
 import type { IdempotencyRecord, Store } from '../store.js';
 import { forTerminal as t } from '../terminal-text.js';
@@ -44,11 +45,12 @@ export interface ProjectScope {
   otherProjects: () => Promise<number>;
 }
 
-/** Unexpired records a store holds, by its stats (null when it keeps none). */
+/** Unexpired records a store holds, by its stats (null when it keeps none), its key-id secret left out. */
 export async function visibleCount(store: Store): Promise<number | null> {
   if (store.stats === undefined) return null;
   const s = await store.stats();
-  return s.pending + s.completed + s.failed;
+  const secret = (await store.get(KEY_ID_SECRET_KEY)) === null ? 0 : 1;
+  return s.pending + s.completed + s.failed - secret;
 }
 
 const FILTER_FLAGS: Array<[keyof RecordQuery, string]> = [

@@ -31,6 +31,7 @@
  * ```
  */
 
+import type { ReportedDecision } from './approval-guard.js';
 import { type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
@@ -66,6 +67,58 @@ export function turnOf(messages: unknown, toolCallId: string): number | null {
     if (m.role === 'assistant' && hasPart(m, 'tool-call')) return i;
   }
   return messages.length;
+}
+
+type Part = { type?: unknown; toolCallId?: unknown; toolName?: unknown; input?: unknown; approvalId?: unknown; approved?: unknown; reason?: unknown } | null;
+
+/** The assistant message that made the call (as `turnOf` finds it), or -1. */
+function callMessageIndex(messages: unknown, toolCallId: string): number {
+  const turn = turnOf(messages, toolCallId);
+  if (turn === null || !Array.isArray(messages) || turn >= messages.length) return -1;
+  return turn;
+}
+
+function partsOf(message: unknown): Part[] {
+  const content = (message as { content?: unknown } | null)?.content;
+  return Array.isArray(content) ? (content as Part[]).filter((p) => p !== null && typeof p === 'object') : [];
+}
+
+/**
+ * The approvals of the call's turn, as the AI SDK reports them in `messages`: each
+ * `tool-approval-request` of the assistant message that made the call, answered by a
+ * `tool-approval-response` in a tool message after it (approved or denied, with its reason).
+ * The approval id is the turn: it is unique to one request, so an approval never covers a
+ * later turn's call that reuses the id. Siblings' answers come too, so a denial is recorded
+ * when an approved call of the same answer runs (the AI SDK never runs a denied one).
+ */
+export function approvalsOf(messages: unknown, toolCallId: string): { turn: string | null; toolName?: string; decisions: ReportedDecision[] } {
+  const at = callMessageIndex(messages, toolCallId);
+  if (at === -1) return { turn: null, decisions: [] };
+  const list = messages as unknown[];
+  const parts = partsOf(list[at]);
+  const calls = new Map(parts.filter((p) => p!.type === 'tool-call' && typeof p!.toolCallId === 'string').map((p) => [p!.toolCallId as string, p!]));
+  const requests = new Map(parts.filter((p) => p!.type === 'tool-approval-request' && typeof p!.approvalId === 'string').map((p) => [p!.approvalId as string, p!.toolCallId]));
+  const own = calls.get(toolCallId);
+  let turn: string | null = null;
+  for (const [approvalId, callId] of requests) if (callId === toolCallId) turn = approvalId;
+  const decisions: ReportedDecision[] = [];
+  for (const m of list.slice(at + 1)) {
+    if ((m as { role?: unknown } | null)?.role !== 'tool') continue;
+    for (const p of partsOf(m)) {
+      if (p!.type !== 'tool-approval-response' || typeof p!.approvalId !== 'string' || typeof p!.approved !== 'boolean') continue;
+      const call = calls.get(requests.get(p!.approvalId) as string);
+      if (call === undefined || typeof call.toolName !== 'string') continue;
+      decisions.push({
+        toolCallId: call.toolCallId as string,
+        toolName: call.toolName,
+        args: call.input,
+        decision: p!.approved ? 'approve' : 'reject',
+        turn: p!.approvalId,
+        reason: typeof p!.reason === 'string' ? p!.reason : undefined,
+      });
+    }
+  }
+  return { turn, toolName: typeof own?.toolName === 'string' ? own.toolName : undefined, decisions };
 }
 
 export interface AiSdkToolOptions<I, R> extends ToolHelperOptions<I, R> {
@@ -115,7 +168,20 @@ export function idempotentTool<I, R>(
           );
         }
         const chat = resolveScope('ai-sdk', scope, [input, execOptions], HINT);
-        return { framework: 'ai-sdk', toolCallId, signal: execOptions.abortSignal, scope: { chat, turn: turnOf(execOptions.messages, toolCallId) }, conversation: { chat } };
+        const approval = approvalsOf(execOptions.messages, toolCallId);
+        return {
+          framework: 'ai-sdk',
+          toolCallId,
+          toolName: approval.toolName,
+          signal: execOptions.abortSignal,
+          scope: { chat, turn: turnOf(execOptions.messages, toolCallId) },
+          conversation: { chat },
+          approvalScope: chat,
+          turn: approval.turn,
+        };
+      },
+      approvals: {
+        reported: (_input, [execOptions], site) => approvalsOf(execOptions.messages, site.toolCallId).decisions,
       },
     },
     fn,

@@ -18,6 +18,11 @@
  */
 
 import { classifyThrown } from '../control-flow.js';
+import { defaultStore } from '../default-store.js';
+import { type IdempotencyEvent, publish } from '../events.js';
+import type { Store } from '../store.js';
+import { recordReported } from './approval-guard.js';
+import { hitlDecisions, refusalToolMessage, rejectedCallsMessage } from './langchain-hitl.js';
 import { aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph.js';
 import {
   type Json,
@@ -26,6 +31,7 @@ import {
   describe,
   idOf,
   resolveScope,
+  scopeLabel,
   wrapToolCall,
 } from './shared.js';
 
@@ -72,6 +78,7 @@ export interface IdempotentToolsMiddlewareOptions extends Omit<ToolHelperOptions
 export interface IdempotentToolsMiddleware {
   name: string;
   wrapToolCall: (request: any, handler: any) => Promise<any>;
+  wrapModelCall: (request: any, handler: any) => Promise<any>;
 }
 
 const WHERE = 'idempotent-tools/langchain';
@@ -209,6 +216,19 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
     }
   }
 
+  /** The thread of a call: the "scope" option's value, else the run's thread id (a TypeError that says what to pass). */
+  const threadOf = (args: unknown, request: ToolCallRequestLike): Json => {
+    if (scope !== undefined) return resolveScope('langchain', scope, [args, request], 'return a thread or run id from "scope".');
+    const threadId = idOf(request.runtime?.configurable?.thread_id);
+    if (threadId === undefined) {
+      throw new TypeError(
+        `${WHERE}: the agent ran without a thread id (configurable.thread_id is ${describe(request.runtime?.configurable?.thread_id)}). ` +
+          'Invoke it with { configurable: { thread_id } } (and a checkpointer), or pass idempotentToolsMiddleware({ scope }).',
+      );
+    }
+    return threadId;
+  };
+
   type Guard = (args: unknown, invocation: Invocation) => Promise<unknown>;
   const guards = new Map<string, Guard>();
   const guardFor = (toolName: string): Guard => {
@@ -229,28 +249,24 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
             throw new TypeError(`${WHERE}: the tool call has no id (request.toolCall.id is ${describe(request.toolCall.id)}); the model's tool calls need ids to be keyed.`);
           }
           const configurable = request.runtime?.configurable;
-          let thread: Json;
-          if (scope !== undefined) {
-            thread = resolveScope('langchain', scope, [args, request], 'return a thread or run id from "scope".');
-          } else {
-            const threadId = idOf(configurable?.thread_id);
-            if (threadId === undefined) {
-              throw new TypeError(
-                `${WHERE}: the agent ran without a thread id (configurable.thread_id is ${describe(configurable?.thread_id)}). ` +
-                  'Invoke it with { configurable: { thread_id } } (and a checkpointer), or pass idempotentToolsMiddleware({ scope }).',
-              );
-            }
-            thread = threadId;
-          }
+          const thread = threadOf(args, request);
           const ns = typeof configurable?.checkpoint_ns === 'string' ? stripTaskIds(configurable.checkpoint_ns) : '';
+          const message = aiMessageIdOf({ state: request.state }, toolCallId) ?? null;
           return {
             framework: 'langchain',
             toolCallId,
             toolName,
             signal,
-            scope: { thread, checkpoint_ns: ns, message: aiMessageIdOf({ state: request.state }, toolCallId) ?? null },
+            scope: { thread, checkpoint_ns: ns, message },
             conversation: { thread, checkpoint_ns: ns },
+            approvalScope: thread,
+            turn: message,
           };
+        },
+        approvals: {
+          // humanInTheLoopMiddleware's decisions, from the checkpoints of the branch that runs.
+          reported: (_args, [{ request }], site) => hitlDecisions(request.runtime?.configurable as Record<string, unknown> | undefined, site.turn ?? null),
+          refused: (refusal, _args, [{ request }], site) => refusalToolMessage(refusal, { id: site.toolCallId, name: request.toolCall.name }),
         },
       },
       // What runs is the rest of the chain for this call (the tool, or the inner handler).
@@ -308,7 +324,40 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
     }
   };
 
-  const config = { name: 'idempotentToolsMiddleware', wrapToolCall: wrapToolCallHook };
+  /**
+   * Before a model call: the rejections humanInTheLoopMiddleware made on the turn before
+   * it. A rejected call never reaches the tools, so no guard sees it; recorded here, the
+   * rejection stays final when the turn is replayed or resubmitted with an approval.
+   * Reads the checkpoints only when the last AI message has calls answered with an error.
+   */
+  const wrapModelCallHook = async (request: ToolCallRequestLike & Record<string, unknown>, handler: Handler): Promise<unknown> => {
+    const messageId = rejectedCallsMessage(request.state?.messages);
+    if (messageId !== undefined) {
+      const configurable = request.runtime?.configurable as Record<string, unknown> | undefined;
+      const rejections = (await hitlDecisions(configurable, messageId)).filter((d) => d.decision === 'reject' && !skipped.has(d.toolName));
+      for (const r of rejections) {
+        const entry = perTool[r.toolName];
+        const own = { ...defaults, ...(entry === false || entry === undefined ? {} : entry) };
+        let thread: Json;
+        try {
+          thread = threadOf(r.args, { toolCall: { id: r.toolCallId, name: r.toolName, args: r.args }, state: request.state, runtime: request.runtime });
+        } catch {
+          continue; // no thread: its tool calls say so (the rejected one never runs anyway)
+        }
+        const onEvent = own.onEvent as ((e: IdempotencyEvent) => void) | undefined;
+        await recordReported((own.store as Store | undefined) ?? defaultStore(), thread, [r], {
+          source: 'langchain',
+          ttlMs: own.ttlMs,
+          meta: (toolCallId) => ({ framework: 'langchain', toolCallId, scope: scopeLabel(thread) }),
+          emit: (toolCallId, event) =>
+            publish(onEvent, { ...event, durationMs: 0, framework: 'langchain', toolCallId, scope: { thread, checkpoint_ns: '', message: messageId } } as IdempotencyEvent),
+        });
+      }
+    }
+    return handler(request);
+  };
+
+  const config = { name: 'idempotentToolsMiddleware', wrapToolCall: wrapToolCallHook, wrapModelCall: wrapModelCallHook };
   try {
     const { createMiddleware } = require('langchain') as { createMiddleware?: (c: typeof config) => IdempotentToolsMiddleware };
     if (typeof createMiddleware === 'function') return createMiddleware(config);

@@ -16,6 +16,7 @@
 
 import { running } from '../call-context.js';
 import { canonicalJson } from '../canonical.js';
+import { hitlDecisions, refusalToolMessage } from './langchain-hitl.js';
 import {
   type Json,
   type Scope,
@@ -299,6 +300,7 @@ export function idempotentTool<I, R>(
         }
         const ns = config.configurable?.checkpoint_ns;
         const toolName = typeof config.toolCall?.name === 'string' ? config.toolCall.name : undefined;
+        const message = aiMessageIdOf(config, toolCallId) ?? null;
         return {
           framework: 'langgraph',
           toolCallId,
@@ -307,10 +309,18 @@ export function idempotentTool<I, R>(
           scope: {
             thread: scoped,
             checkpoint_ns: typeof ns === 'string' ? stripTaskIds(ns) : '',
-            message: aiMessageIdOf(config, toolCallId) ?? null,
+            message,
           },
           conversation: { thread: scoped, checkpoint_ns: typeof ns === 'string' ? stripTaskIds(ns) : '' },
+          approvalScope: scoped,
+          turn: message,
         };
+      },
+      approvals: {
+        // humanInTheLoopMiddleware's decisions (createAgent), from the checkpoints of the branch that runs.
+        reported: (_input, [config], site) => hitlDecisions(config.configurable as Record<string, unknown> | undefined, site.turn ?? null),
+        refused: (refusal, _input, [config], site) =>
+          refusalToolMessage(refusal, { id: site.toolCallId, name: site.toolName ?? (typeof config.toolCall?.name === 'string' ? config.toolCall.name : site.toolCallId) }),
       },
       toolNameOf: (_input, [config]) => (typeof config?.toolCall?.name === 'string' ? config.toolCall.name : undefined),
     },

@@ -32,7 +32,12 @@ export interface MastraContextLike {
   abortSignal?: unknown;
   requestContext?: unknown;
   workflow?: { runId?: string };
+  /** The agent run's id (what approveToolCall and declineToolCall take). */
+  runId?: string;
 }
+
+/** A tool's `requireApproval`, as `createTool` keeps it. */
+type RequireApproval = boolean | ((input: any, context: any) => boolean | Promise<boolean>) | undefined;
 
 export interface MastraToolOptions<I, R> extends ToolHelperOptions<I, R> {
   /**
@@ -56,7 +61,21 @@ export function idempotentTool<I, R>(
   fn: (inputData: I, context: MastraContextLike) => R,
   options?: MastraToolOptions<I, R>,
 ): (inputData: I, context: MastraContextLike) => Promise<Awaited<R>> {
+  return wrapMastra(fn, options, undefined);
+}
+
+/**
+ * `idempotentTool`, knowing the tool's `requireApproval` (`idempotentTools` sees the tool):
+ * a call of a tool that needs approval runs only once Mastra has it approved
+ * (approveToolCall), so its run records that approval, bound to the run and the arguments.
+ */
+function wrapMastra<I, R>(
+  fn: (inputData: I, context: MastraContextLike) => R,
+  options: MastraToolOptions<I, R> | undefined,
+  requireApproval: RequireApproval,
+): (inputData: I, context: MastraContextLike) => Promise<Awaited<R>> {
   const { scope, ...rest } = options ?? {};
+  const toolName = (typeof rest.name === 'string' && rest.name !== '' ? rest.name : fn.name) as string;
   return wrapToolCall<I, [MastraContextLike], R>(
     {
       name: 'mastra',
@@ -81,8 +100,10 @@ export function idempotentTool<I, R>(
           );
         }
         let scoped: Json;
+        let approvalScope: Json;
         if (scope !== undefined) {
           scoped = resolveScope('mastra', scope, [input, context], HINT);
+          approvalScope = scoped;
         } else {
           const threadId = idOf(agent?.threadId);
           if (threadId === undefined) {
@@ -92,6 +113,7 @@ export function idempotentTool<I, R>(
             );
           }
           scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
+          approvalScope = threadId;
         }
         // The turn (the position of the assistant message that made the call, as for the AI
         // SDK, whose message format Mastra passes): call ids that repeat every turn differ.
@@ -101,7 +123,17 @@ export function idempotentTool<I, R>(
           signal: context.abortSignal,
           scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) },
           conversation: { conversation: scoped },
+          approvalScope,
+          // The run: approveToolCall resumes it under the same id; a later turn is another run.
+          turn: idOf(context.runId) ?? null,
         };
+      },
+      approvals: {
+        reported: async (input, [context], site) => {
+          if (requireApproval === undefined || requireApproval === false) return [];
+          if (typeof requireApproval === 'function' && !(await requireApproval(input, context))) return [];
+          return [{ toolCallId: site.toolCallId, toolName, args: input, decision: 'approve', turn: site.turn ?? null }];
+        },
       },
     },
     fn,
@@ -132,7 +164,8 @@ export function idempotentTools<T extends Record<string, unknown> | readonly unk
     const execute = (tool as { execute?: unknown } | null)?.execute;
     const own = optionsOf(name);
     if (typeof execute !== 'function' || own === undefined) return [name, tool];
-    return [name, copyTool(tool as object, { execute: idempotentTool(execute as (input: unknown, c: MastraContextLike) => unknown, own) })];
+    const requireApproval = (tool as { requireApproval?: RequireApproval }).requireApproval;
+    return [name, copyTool(tool as object, { execute: wrapMastra(execute as (input: unknown, c: MastraContextLike) => unknown, own, requireApproval) })];
   });
   return (Array.isArray(tools) ? wrapped.map(([, t]) => t) : Object.fromEntries(wrapped)) as unknown as T;
 }

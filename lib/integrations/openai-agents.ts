@@ -26,15 +26,31 @@ import { type Framework, type Scope, type ToolHelperOptions, type ToolSetChoices
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
-/** The parts of an Agents SDK `RunContext` this helper passes to `scope`. */
+/** The parts of an Agents SDK `RunContext` this helper reads: the context for `scope`, and the approvals. */
 export interface RunContextLike<C = any> {
   context: C;
+  isToolApproved?(approval: { toolName: string; callId: string }): boolean | undefined;
+  getRejectionMessage?(toolName: string, callId: string): string | undefined;
 }
 
 /** The parts of the Agents SDK's `ToolCallDetails` this helper reads. */
 export interface ToolCallDetailsLike {
-  toolCall?: { callId?: string; id?: string; name?: string };
+  toolCall?: { callId?: string; id?: string; name?: string; arguments?: string };
   signal?: unknown;
+}
+
+/** What the Agents SDK tells the model for a rejected call (its TOOL_APPROVAL_REJECTION_MESSAGE). */
+const REJECTION_MESSAGE = 'Tool execution was not approved.';
+
+/** The model's arguments of the call (its JSON text, parsed), for approvals; undefined when absent or not JSON. */
+function modelArguments(details: ToolCallDetailsLike | undefined): unknown {
+  const text = details?.toolCall?.arguments;
+  if (typeof text !== 'string') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The id the Agents SDK gives items whose provider sent none (Chat Completions): no help in telling turns apart. */
@@ -98,15 +114,35 @@ function agentsFramework<I, Rest extends [RunContextLike, ToolCallDetailsLike | 
         // The model's output item id (Responses API) is unique per turn even when a provider
         // reuses call ids; the Chat Completions path has none (a fixed placeholder).
         const itemId = idOf(details?.toolCall?.id);
+        const item = itemId === undefined || itemId === FAKE_ID ? null : itemId;
         const conversation = resolveScope('openai-agents', scope, [input, runContext, details], HINT);
         return {
           framework: 'openai-agents',
           toolCallId,
           toolName: typeof details?.toolCall?.name === 'string' ? details.toolCall.name : undefined,
           signal: details?.signal,
-          scope: { conversation, item: itemId === undefined || itemId === FAKE_ID ? null : itemId },
+          scope: { conversation, item },
           conversation: { conversation },
+          approvalScope: conversation,
+          turn: item,
         };
+      },
+      approvals: {
+        // The run's own decision (RunState approve/reject, kept in its RunContext): approved
+        // calls run; a rejected one is never run by the Runner, but is refused here too.
+        reported: (input, [runContext, details], site) => {
+          const toolName = site.toolName;
+          if (toolName === undefined || typeof runContext?.isToolApproved !== 'function') return [];
+          const approved = runContext.isToolApproved({ toolName, callId: site.toolCallId });
+          if (approved === undefined) return [];
+          const args = modelArguments(details) ?? input;
+          if (approved) return [{ toolCallId: site.toolCallId, toolName, args, decision: 'approve', turn: site.turn ?? null }];
+          const reason = typeof runContext.getRejectionMessage === 'function' ? runContext.getRejectionMessage(toolName, site.toolCallId) : undefined;
+          return [{ toolCallId: site.toolCallId, toolName, args, decision: 'reject', turn: site.turn ?? null, reason }];
+        },
+        args: (input, [, details]) => modelArguments(details) ?? input,
+        // The SDK's own answers: its rejection text (or the reason given), or what happened.
+        refused: (refusal) => (refusal.kind === 'rejected' ? (refusal.reason ?? REJECTION_MESSAGE) : refusal.error.message),
       },
   };
 }

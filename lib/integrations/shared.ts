@@ -20,12 +20,15 @@ import { createHash } from 'node:crypto';
 import { running } from '../call-context.js';
 import { Unencodable, canonicalJson } from '../canonical.js';
 import { ToolSuspended, markAborted } from '../control-flow.js';
+import { approvalArgsFingerprint } from '../approvals.js';
+import { defaultStore } from '../default-store.js';
 import { KeyMismatchError } from '../errors.js';
-import type { IdempotencyEvent } from '../events.js';
+import { type IdempotencyEvent, publish } from '../events.js';
 import { type IdempotentFunction, idempotent } from '../idempotent.js';
 import { type IdempotentOptions, resolveOptions } from '../options.js';
 import { stepOfRunningCall } from '../step.js';
-import type { RecordMeta } from '../store.js';
+import type { RecordMeta, Store } from '../store.js';
+import { ApprovalRefusal, type Refusal, type ReportedDecision, checkApproval } from './approval-guard.js';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -50,6 +53,10 @@ export interface CallSite extends ToolCallInfo {
    * turn or message parts (a model that calls again does so in a later turn). Default: `scope`.
    */
   conversation?: Json;
+  /** The conversation as `recordApproval` takes it (the thread id, the `scope` option's value). Default: `conversation`. */
+  approvalScope?: Json;
+  /** The framework's id of the call's turn, for approvals (AI message id, approvalId, output item id, run id). Default: none. */
+  turn?: string | null;
 }
 
 /** A core event, plus which framework tool call it belongs to. */
@@ -150,6 +157,18 @@ export interface Framework<I, Rest extends unknown[]> {
    * wrapped to call `suspended()` first: a run that suspended itself is not a completion.
    */
   prepare?: (rest: Rest, suspended: () => void) => Rest;
+  /** How the framework reports approval decisions, and how a call that may not run is answered (approval-guard.ts). */
+  approvals?: FrameworkApprovals<I, Rest>;
+}
+
+/** What a helper tells the approval check about its framework. @internal */
+export interface FrameworkApprovals<I, Rest extends unknown[]> {
+  /** The decisions the framework reports for this call (and siblings of its turn), read from what the tool was given. */
+  reported?: (input: I, rest: Rest, site: CallSite) => ReportedDecision[] | Promise<ReportedDecision[]>;
+  /** The call's arguments as the model sent them (what a decision covers). Default: the input. */
+  args?: (input: I, rest: Rest) => unknown;
+  /** What the framework gets when the call does not run (its rejection-shaped answer). Default: the refusal's error is thrown. */
+  refused?: (refusal: Refusal, input: I, rest: Rest, site: CallSite) => unknown;
 }
 
 /** What `identify` may know about the wrapped tool. @internal */
@@ -167,6 +186,9 @@ interface CallState {
   suspended: boolean;
   self: unknown;
   site: CallSite;
+  /** The tool's name in keys and records, and as decisions name it. */
+  name: string;
+  startedAt: number;
   /** Runs the helper's tool function (the body of `runTool`). */
   exec: (state: CallState, input: unknown, frameworkArgs: unknown[]) => Promise<unknown>;
 }
@@ -294,8 +316,39 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     return err;
   };
 
+  /** The approval check (approval-guard.ts), just before the tool runs: why it may not, or undefined. */
+  const approvalCheck = async (state: CallState, input: unknown, frameworkArgs: unknown[]): Promise<Refusal | undefined> => {
+    const { site } = state;
+    const toolName = site.toolName ?? state.name;
+    const approvals = framework.approvals;
+    const modelArgs = approvals?.args ? approvals.args(input as I, frameworkArgs as Rest) : input;
+    let argsFingerprint: string;
+    try {
+      argsFingerprint = approvalArgsFingerprint(toolName, modelArgs);
+    } catch {
+      argsFingerprint = approvalArgsFingerprint(toolName, pick(input as I)); // checked encodable before the call
+    }
+    const reported = approvals?.reported ? await approvals.reported(input as I, frameworkArgs as Rest, site) : [];
+    return checkApproval(
+      (rest.store as Store | undefined) ?? defaultStore(),
+      { scope: site.approvalScope ?? site.conversation ?? site.scope, turn: site.turn ?? null, toolCallId: site.toolCallId, toolName, argsFingerprint, executionScope: site.scope },
+      reported,
+      {
+        source: framework.name,
+        ttlMs: rest.ttlMs,
+        meta: (toolCallId) => ({ framework: site.framework, toolCallId, scope: scopeLabel(site.scope) }),
+        emit: (toolCallId, event) => {
+          const full = { ...event, durationMs: performance.now() - state.startedAt, framework: site.framework, toolCallId, scope: site.scope };
+          publish(onEvent as ((e: IdempotencyEvent) => void) | undefined, full);
+        },
+      },
+    );
+  };
+
   const exec = async (state: CallState, input: unknown, frameworkArgs: unknown[]) => {
     try {
+      const refusal = await approvalCheck(state, input, frameworkArgs);
+      if (refusal !== undefined) throw new ApprovalRefusal(refusal, state);
       const args = framework.prepare ? framework.prepare(frameworkArgs as Rest, () => (state.suspended = true)) : frameworkArgs;
       let value: unknown = await fn.apply(state.self, [input as I, ...(args as Rest)]);
       value = await drained(value, framework.generator);
@@ -357,7 +410,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     let site: CallSite;
     let name: string;
     let key: string;
-    const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never, exec };
+    const state: CallState = { ran: false, suspended: false, self: this, site: undefined as never, name: '', startedAt: performance.now(), exec };
     let args: Args;
     let business: string | undefined;
     try {
@@ -370,6 +423,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
         );
       }
       state.site = site;
+      state.name = name;
       const info: ToolCallInfo = { framework: site.framework, toolCallId: site.toolCallId, scope: site.scope };
       args = [input, info, state, frameworkArgs];
       checkEncodable(where, name, pick, input, info.scope);
@@ -410,6 +464,12 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       } catch (err) {
         if (err instanceof ToolSuspended && state.suspended) return err.value; // the framework gets what suspend() gave
         if (err instanceof ToolErrorOutput && err.owner === state) return err.value; // recorded as failed; the framework's own rendering
+        if (err instanceof ApprovalRefusal && err.owner === state) {
+          // Rejected, or approved for other arguments: the tool did not run; the framework gets its answer.
+          const refused = framework.approvals?.refused;
+          if (refused === undefined) throw err.refusal.error;
+          return refused(err.refusal, input, frameworkArgs, site);
+        }
         if (business !== undefined && (err as { code?: unknown } | null)?.code === 'KEY_MISMATCH' && (err as { key?: unknown }).key === key) {
           throw new KeyMismatchError(
             `${where}: tool "${name}" was already called in this conversation with the business key "${business}" (its "key" option) and other input. ` +

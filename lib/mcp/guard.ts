@@ -153,8 +153,8 @@ export class RetryGuard {
   constructor(
     private readonly store: Store,
     private readonly server: () => Server,
-    /** Told when a call finds its key in flight and waits (for `--log`). */
-    private readonly onWait?: (name: string, key: string) => void,
+    /** Told when a call finds its key in flight and waits (for `--log`), with the key's keyed id. */
+    private readonly onWait?: (name: string, keyId: string) => void,
   ) {}
 
   private wrapperFor(tool: string, policy: ToolPolicy): Wrapped {
@@ -185,7 +185,7 @@ export class RetryGuard {
         // For `inspect` and the inspector page: which server's tool, through the proxy.
         meta: () => ({ framework: 'mcp', scope: server.label }),
         onEvent: (event) => {
-          if (event.type === 'in-flight') this.onWait?.(name, event.key);
+          if (event.type === 'in-flight') this.onWait?.(name, event.keyId ?? event.key);
         },
       },
     );

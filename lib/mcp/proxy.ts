@@ -8,7 +8,7 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
-import type { Store } from '../index.js';
+import { type Store, keyId } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
 import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
@@ -59,8 +59,8 @@ export class McpProxy {
   readonly done = new Promise<number>((resolve) => (this.finished = resolve));
 
   constructor(private readonly options: ProxyOptions) {
-    this.guard = new RetryGuard(options.store, () => this.identity(), (name, key) =>
-      this.log(`waiting   ${name}  key=${key.slice(0, 16)}  (the same call is in flight)`),
+    this.guard = new RetryGuard(options.store, () => this.identity(), (name, id) =>
+      this.log(`waiting   ${name}  ${id}  (the same call is in flight)`),
     );
     this.client.fallbackRequestHandler = (request, extra) =>
       this.fromClient({ method: request.method, params: request.params }, extra);
@@ -265,7 +265,10 @@ export class McpProxy {
       outcome.outcome === 'failed' ? '(recorded as failed: a retry runs again)' : '',
       extra.signal.aborted ? '(its client had cancelled: no answer sent; the retry gets this result)' : '',
     ].filter((n) => n.length > 0);
-    this.log(`${what} ${label}  key=${outcome.key.slice(0, 16)}  ${ms()}${notes.map((n) => `  ${n}`).join('')}`);
+    // The log names the record by its keyed id (`inspect --key kid_…` finds it): a key
+    // derived from the arguments could be reversed by whoever reads the log.
+    const id = this.options.log === undefined ? '' : await keyId(this.options.store, outcome.key).catch(() => 'kid_?');
+    this.log(`${what} ${label}  ${id}  ${ms()}${notes.map((n) => `  ${n}`).join('')}`);
     return outcome.result;
   }
 

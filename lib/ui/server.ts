@@ -16,6 +16,8 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
+import { parseDecisionName } from '../approvals.js';
+import { keyIdSecret, keyIdWith } from '../key-id.js';
 import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
 import type { Store } from '../store.js';
 import { EventLog, buildTimeline } from './timeline.js';
@@ -170,9 +172,12 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         // before it), without results.
         const { records: all } = await recentRecords(store, { name: q.name });
         const inScope = { ...q, sinceMs: undefined, limit: undefined, status: undefined };
-        const picked = all.filter((r) => matches(r, inScope, now));
-        const keys = new Set(picked.map((r) => r.key));
-        return buildTimeline(picked, windowMs, now, log, (name, key) => keys.has(key) && (q.name === undefined || q.name === name));
+        // Calls only: approval decisions (approvals.ts) are not executions.
+        const picked = all.filter((r) => parseDecisionName(r.name) === undefined && matches(r, inScope, now));
+        // Events name records by their keyed ids (under the store's secret): match on those.
+        const secret = log === undefined ? null : await keyIdSecret(store, { create: false }).catch(() => null);
+        const ids = new Set(secret === null ? [] : picked.map((r) => keyIdWith(secret, r.key)));
+        return buildTimeline(picked, windowMs, now, log, (name, id) => ids.has(id) && (q.name === undefined || q.name === name));
       }
       case 'POST /api/release':
       case 'POST /api/clear': {

@@ -38,6 +38,7 @@ interface SeenEvent {
   at: number;
   type: IdempotencyEvent['type'];
   name: string;
+  /** The record's keyed id (what events carry). */
   key: string;
 }
 
@@ -50,7 +51,7 @@ export class EventLog {
   #listener = (message: unknown) => {
     const e = message as IdempotencyEvent;
     if (e.type !== 'replayed' && e.type !== 'taken-over') return;
-    this.#events.push({ at: Date.now(), type: e.type, name: e.name, key: e.key });
+    this.#events.push({ at: Date.now(), type: e.type, name: e.name, key: e.keyId ?? e.key }); // events name records by keyed id
     if (this.#events.length > KEEP_EVENTS) this.#events.splice(0, this.#events.length - KEEP_EVENTS);
   };
 

@@ -101,6 +101,12 @@ function showError(message) {
   $('#error').textContent = message;
 }
 
+/** An approval decision's record shows its decision (its name is approval:<decision>:<tool>), any other its status. */
+function statusLabel(r) {
+  const m = /^approval:(approved|edited|rejected|turn):/.exec(r.name);
+  return m === null ? r.status : m[1] === 'turn' ? 'bound' : m[1];
+}
+
 function detailRow(listed) {
   const loaded = details.get(listed.key);
   if (loaded?.state !== stateOf(listed)) loadDetails(listed);
@@ -137,7 +143,7 @@ function renderRecords({ records, matched, where, now }) {
     rows.push(el('tr', { dataset: { key: r.key, status: r.status } },
       el('td', { class: 'key', title: r.key }, short),
       el('td', {}, r.name),
-      el('td', {}, el('span', { class: `status ${r.status}` }, r.status)),
+      el('td', {}, el('span', { class: `status ${statusLabel(r)}` }, statusLabel(r))),
       el('td', {}, r.meta?.scope ?? ''),
       el('td', {}, r.meta?.toolCallId ?? ''),
       el('td', {}, r.attempts),

@@ -1,0 +1,150 @@
+// Telemetry and logs never carry a derived key (issue 21 item 2, SPEC "Telemetry and logs
+// never carry a derived key that can be reversed to its arguments"). A derived key is an
+// unsalted SHA-256 of the name and the arguments: with it, a low-entropy argument (a
+// four-digit code) is recovered by hashing every guess. Events, spans and log lines carry
+// a keyed id instead (an HMAC under a secret kept in the store), which the CLI resolves.
+// Before this change, the first test found the code in the event (every guess was tried
+// against event.key, and code 4821 matched).
+
+import diagnostics_channel from 'node:diagnostics_channel';
+import { Pool } from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { ROOT, lib, runNode, tempDb, testing } from './helpers';
+import { PG_URL, uniqueTable } from './postgres-server';
+import { sharedRedis, uniquePrefix } from './redis-server';
+
+const { idempotent, SqliteStore, RedisStore, PostgresStore, CHANNEL_NAME, keyId } = lib;
+const { idempotentTx } = require(`${ROOT}/dist/pg.js`) as typeof import('../dist/pg.js');
+const CLI = `${ROOT}/dist/cli.js`;
+const redis = await sharedRedis();
+afterAll(() => redis.stop());
+
+type Event = import('../dist/index.js').IdempotencyEvent;
+
+/** Every four-digit code whose derived key appears anywhere in `seen` (what an attacker with the trace would do). */
+function recovered(wrapped: { keyFor(code: string): string }, seen: string): string[] {
+  const found: string[] = [];
+  for (let n = 0; n < 10_000; n++) {
+    const code = String(n).padStart(4, '0');
+    if (seen.includes(wrapped.keyFor(code))) found.push(code);
+  }
+  return found;
+}
+
+const stores: Array<[string, () => import('../dist/store.js').Store]> = [
+  ['SqliteStore', () => new SqliteStore({ path: tempDb() })],
+  ['RedisStore', () => new RedisStore({ url: redis.url, prefix: uniquePrefix() })],
+  ['PostgresStore', () => new PostgresStore({ url: PG_URL, table: uniqueTable() })],
+  ['MemoryStore', () => new testing.MemoryStore()],
+];
+
+for (const [storeName, open] of stores) {
+  describe(`keyed ids on ${storeName}`, () => {
+    it('events (onEvent and the diagnostics channel) cannot be reversed to a low-entropy argument', async () => {
+      const store = open();
+      const seen: Event[] = [];
+      const onChannel = (e: unknown) => seen.push(e as Event);
+      diagnostics_channel.subscribe(CHANNEL_NAME, onChannel);
+      try {
+        const verify = idempotent(async function verifyPin(pin: string) {
+          return { ok: pin.length === 4 };
+        }, { store, onEvent: (e) => seen.push(e) });
+        await verify('4821');
+        await verify('4821');
+        const text = JSON.stringify(seen);
+        expect(seen.map((e) => e.type)).toEqual(['executed', 'executed', 'replayed', 'replayed']);
+        expect(recovered(verify, text)).toEqual([]);
+        // The id names the record: keyId() gives it, and it is the same in every event.
+        const id = await keyId(store, verify.keyFor('4821'));
+        expect(id).toMatch(/^kid_[0-9a-f]{24}$/);
+        expect(new Set(seen.map((e) => e.key))).toEqual(new Set([id]));
+        expect(new Set(seen.map((e) => e.keyId))).toEqual(new Set([id]));
+        // Stored keys do not change: an upgrade never re-runs a finished call.
+        expect((await store.get(verify.keyFor('4821')))?.status).toBe('completed');
+      } finally {
+        diagnostics_channel.unsubscribe(CHANNEL_NAME, onChannel);
+        await store.close();
+      }
+    });
+
+    it('an explicit key is carried as given (the caller chose it), with its keyed id beside it', async () => {
+      const store = open();
+      const seen: Event[] = [];
+      const send = idempotent(async function send(to: string) {
+        return to;
+      }, { store, onEvent: (e) => seen.push(e) });
+      await send.withKey('welcome-email-7')('a@example.com');
+      expect(seen[0].key).toBe('welcome-email-7');
+      expect(seen[0].keyId).toBe(await keyId(store, 'welcome-email-7'));
+      await store.close();
+    });
+  });
+}
+
+describe('error messages', () => {
+  it('an in-flight refusal does not print a derived key (errors end up in logs); error.key keeps it for programs', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    let release!: () => void;
+    const gate = new Promise<void>((done) => (release = done));
+    const check = idempotent(async function check(_code: string) {
+      await gate;
+      return 1;
+    }, { store });
+    const first = check('0042');
+    const err = await check('0042').then(() => null, (e) => e);
+    release();
+    await first;
+    expect(err).toBeInstanceOf(lib.DuplicateInFlightError);
+    expect(err.message).not.toContain(check.keyFor('0042'));
+    expect(err.key).toBe(check.keyFor('0042'));
+    await store.close();
+  });
+});
+
+describe('the CLI resolves keyed ids', () => {
+  it('inspect --key takes an event\'s id (or its start), and no listing shows the secret\'s record', async () => {
+    const path = tempDb();
+    const store = new SqliteStore({ path });
+    const seen: Event[] = [];
+    const verify = idempotent(async function verifyPin(pin: string) {
+      return { ok: pin.length === 4 };
+    }, { store, onEvent: (e) => seen.push(e) });
+    await verify('1234');
+    await store.close();
+    const id = seen[0].keyId;
+    const whole = await runNode([CLI, '--db', path, 'inspect', '--key', id, '--json']);
+    expect(whole.code).toBe(0);
+    expect(JSON.parse(whole.stdout).key).toBe(verify.keyFor('1234'));
+    const start = await runNode([CLI, '--db', path, 'inspect', '--key', id.slice(0, 10), '--json']);
+    expect(JSON.parse(start.stdout).result).toEqual({ ok: true });
+    const listing = await runNode([CLI, '--db', path, 'inspect', '--json']);
+    expect((JSON.parse(listing.stdout) as Array<{ name: string }>).map((r) => r.name)).toEqual(['verifyPin']);
+    const table = await runNode([CLI, '--db', path, 'inspect']);
+    expect(table.stdout).not.toContain('key-id-secret');
+    const missing = await runNode([CLI, '--db', path, 'inspect', '--key', 'kid_000000000000000000000000']);
+    expect(missing.code).not.toBe(0);
+  });
+});
+
+describe('idempotentTx', () => {
+  it('its events carry keyed ids too, and the secret is written outside the call\'s transaction', async () => {
+    const pool = new Pool({ connectionString: PG_URL });
+    const table = uniqueTable();
+    try {
+      const seen: Event[] = [];
+      const verify = idempotentTx(async function verifyPin(_client: unknown, pin: string) {
+        return { ok: pin.length === 4 };
+      }, { pool, table, onEvent: (e) => seen.push(e) });
+      await verify('7777');
+      await verify('7777');
+      expect(seen.map((e) => e.type)).toEqual(['executed', 'replayed']);
+      expect(recovered(verify, JSON.stringify(seen))).toEqual([]);
+      const store = new PostgresStore({ url: PG_URL, table });
+      expect(seen[0].keyId).toBe(await keyId(store, verify.keyFor('7777')));
+      await store.close();
+    } finally {
+      await pool.end();
+    }
+  });
+});
