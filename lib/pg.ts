@@ -294,7 +294,9 @@ class TxStore implements Store {
           [request.meta === undefined ? null : JSON.stringify(request.meta)],
         ]);
         const r = rows[0];
-        if (!r.acquired && r.status === null) continue; // a row appeared after this statement's snapshot
+        // Neither acquired nor refused: the row appeared or changed after this statement's
+        // snapshot (it waited for the writer), so the snapshot's row is stale: claim again.
+        if (!r.acquired && !r.refused) continue;
         if (r.acquired) {
           const { rows: after } = await client.query(AFTER_CLAIM, [userLockTimeout]);
           tx.txid = after[0].txid;
@@ -346,6 +348,19 @@ class TxStore implements Store {
   }
 
   /**
+   * PostgresStore's settle statement, as a batch of one: whether it settled the claim. Sent
+   * again while its answer is `stale` (the row changed after the statement's snapshot, so
+   * the snapshot cannot tell), as PostgresStore does.
+   */
+  async #sendSettle(via: Pick<TxClient, 'query'>, request: SettleRequest, status: 'completed' | 'failed'): Promise<boolean> {
+    for (let tries = 0; tries < 8; tries++) {
+      const { rows } = await via.query(this.sql.settle, this.#settleParams(request, status));
+      if (rows[0].stale !== true) return rows[0].settled === true;
+    }
+    throw new Error(`key ${request.key} kept changing under 8 tries`);
+  }
+
+  /**
    * Commits only when the settle statement settled the claim this transaction holds;
    * otherwise rolls back, so fn's writes are never kept without their record.
    */
@@ -362,8 +377,7 @@ class TxStore implements Store {
     try {
       const { rows: current } = await client.query(CURRENT_TX);
       if (current[0].txid !== tx.txid) return await this.#endedByFn(tx, client, request);
-      const { rows } = await client.query(this.sql.settle, this.#settleParams(request, status));
-      settled = rows[0].settled === true;
+      settled = await this.#sendSettle(client, request, status);
     } catch (err) {
       tx.commitFailed = err;
       await this.finish(tx, 'ROLLBACK');
@@ -393,8 +407,7 @@ class TxStore implements Store {
     client.release(true);
     let recorded = false;
     try {
-      const { rows } = await this.pool.query(this.sql.settle, this.#settleParams(request, 'completed'));
-      recorded = rows[0].settled === true;
+      recorded = await this.#sendSettle(this.pool, request, 'completed');
     } finally {
       tx.endedByFn = { recorded };
     }

@@ -4,7 +4,10 @@
 -- $6 ttl ms (NULL: none)  $7 duration ms: arrays of one length; the keys are distinct.
 -- One row per settle, in the order given (`n`): `settled` is true when this statement
 -- settled the claim, or when this very settle was applied before (its reply lost with a
--- connection). Settling a claim that a 'block' waiter marked (watch.sql) sends NOTIFY
+-- connection). `stale`: neither, though this statement's snapshot showed the claim
+-- pending under this token: the row changed after the snapshot (the UPDATE waited for its
+-- writer, perhaps this very settle's first attempt), so the snapshot cannot tell whether
+-- this settle was applied: the caller sends it again, with a new snapshot. Settling a claim that a 'block' waiter marked (watch.sql) sends NOTIFY
 -- (delivered at commit), so the waiter looks again at once; unwatched settles send none
 -- (NOTIFY serialises commits server-wide).
 WITH now AS (
@@ -26,10 +29,13 @@ WITH now AS (
   WHERE settled.watched
 )
 SELECT i.n,
-       EXISTS (SELECT 1 FROM settled WHERE settled.key = i.key)
+       s.key IS NOT NULL
        OR EXISTS (SELECT 1 FROM {table} AS p
                   WHERE p.key = i.key AND p.status = i.status AND p.settled_token = i.token
                     AND p.result IS NOT DISTINCT FROM i.result AND p.error IS NOT DISTINCT FROM i.error) AS settled,
+       s.key IS NULL
+       AND EXISTS (SELECT 1 FROM {table} AS p WHERE p.key = i.key AND p.status = 'pending' AND p.token = i.token) AS stale,
        (SELECT count(*) FROM notified) AS notified
 FROM input AS i
+LEFT JOIN settled AS s ON s.key = i.key
 ORDER BY i.n
