@@ -3,7 +3,9 @@
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { lib } from './helpers';
+import { join } from 'node:path';
+
+import { ROOT, lib } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
 
 afterAll(() => dropTables());
@@ -134,5 +136,52 @@ describe('PostgresStore statements that waited on a row lock answer from the row
     await held.commit();
     expect(await again).toBe(true); // false before: the statement trusted its snapshot (still pending)
     await store.close();
+  });
+});
+
+describe('PostgresStore batches', () => {
+  it('claims and completions go in batches, at most 2 of a kind outstanding; every call gets its own answer', async () => {
+    const native = require(join(ROOT, 'dist', 'native.js'));
+    const proto = native.NativePostgresStore.prototype;
+    const counts = { acquireBatch: { out: 0, most: 0, sizes: [] as number[] }, completeBatch: { out: 0, most: 0, sizes: [] as number[] } };
+    const originals = { acquireBatch: proto.acquireBatch, completeBatch: proto.completeBatch };
+    for (const kind of ['acquireBatch', 'completeBatch'] as const) {
+      proto[kind] = async function (this: unknown, reqs: unknown[]) {
+        const c = counts[kind];
+        c.sizes.push(reqs.length);
+        c.most = Math.max(c.most, ++c.out);
+        try {
+          return await originals[kind].call(this, reqs);
+        } finally {
+          c.out--;
+        }
+      };
+    }
+    const store = open();
+    try {
+      const f = lib.idempotent(async function batchedCall(n: number) {
+        return { n };
+      }, { store });
+      const all = Array.from({ length: 200 }, (_, n) => n);
+      // 64 in flight, as a busy agent host would have them.
+      const out: unknown[] = [];
+      let next = 0;
+      await Promise.all(Array.from({ length: 64 }, async () => {
+        while (next < all.length) {
+          const n = next++;
+          out[n] = await f(n);
+        }
+      }));
+      expect(out).toEqual(all.map((n) => ({ n })));
+      for (const c of Object.values(counts)) {
+        expect(c.most).toBeLessThanOrEqual(2);
+        expect(c.sizes.reduce((a, b) => a + b, 0)).toBe(200);
+        expect(c.sizes.length).toBeLessThan(200 / 4); // batches, not one statement a call
+      }
+      expect(await Promise.all(all.map((n) => f(n)))).toEqual(all.map((n) => ({ n }))); // replays
+    } finally {
+      Object.assign(proto, originals);
+      await store.close();
+    }
   });
 });

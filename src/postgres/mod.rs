@@ -64,8 +64,8 @@ fn attempts_of(n: i32) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(0)
 }
 
-/// A row of `get.sql`/`list.sql` from column `at` on (`acquire.sql`'s record in the way
-/// from column 5 on), with the key given.
+/// `acquire.sql`'s record in the way: its columns from `at` on (name … duration_ms), with
+/// the key given.
 fn record_at(row: &Row, key: String, at: usize) -> NativeRecord {
     let ms = |i: usize| row.get::<_, Option<i64>>(i).map(|t| t as f64);
     NativeRecord {
@@ -149,12 +149,48 @@ fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<D
     ))
 }
 
+/// Where each key of a round is among the requests (a round's keys are distinct).
+fn by_key<'a>(
+    round: &[usize],
+    key: impl Fn(usize) -> &'a String,
+) -> std::collections::HashMap<&'a str, usize> {
+    round.iter().map(|&i| (key(i).as_str(), i)).collect()
+}
+
 struct Inner {
     pool: Arc<Pool>,
     listening: Mutex<Option<Listening>>,
 }
 
 impl Inner {
+    /// The requests of `round` the statement left unanswered, to be sent again; one left
+    /// unanswered SEND_TRIES times is answered with an error instead.
+    fn again<'a, T>(
+        &self,
+        round: &[usize],
+        out: &mut [Option<StoreResult<T>>],
+        tries: &mut [usize],
+        what: &str,
+        key: impl Fn(usize) -> &'a String,
+    ) -> Vec<usize> {
+        let mut again = Vec::new();
+        for &i in round {
+            if out[i].is_some() {
+                continue;
+            }
+            tries[i] += 1;
+            if tries[i] >= SEND_TRIES {
+                out[i] = Some(Err(self.pool.target.failure(
+                    what,
+                    format!("key {:?} kept changing under {SEND_TRIES} tries", key(i)),
+                )));
+            } else {
+                again.push(i);
+            }
+        }
+        again
+    }
+
     async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
         one(self.acquire_batch(vec![req]).await)
     }
@@ -223,59 +259,37 @@ impl Inner {
                     continue;
                 }
             };
-            let mut again = Vec::new();
+            let at = by_key(&round, |i| &reqs[i].key);
             for row in &rows {
-                let Some(&i) = usize::try_from(row.get::<_, i64>(0) - 1)
-                    .ok()
-                    .and_then(|n| round.get(n))
-                else {
+                let Some(&i) = at.get(row.get::<_, &str>(0)) else {
                     continue;
                 };
-                let req = &reqs[i];
                 let acquired: bool = row.get(1);
-                let refused: bool = row.get(2);
-                let attempts = attempts_of(row.get::<_, Option<i32>>(3).unwrap_or(0));
-                if acquired {
-                    out[i] = Some(Ok(AcquireOutcome {
+                let attempts = attempts_of(row.get::<_, Option<i32>>(2).unwrap_or(0));
+                out[i] = Some(Ok(if acquired {
+                    AcquireOutcome {
                         acquired,
                         token: Some(tokens[i].clone()),
                         attempts,
-                        taken_over: row.get(4),
+                        taken_over: row.get(3),
                         record: None,
-                    }));
-                } else if refused {
+                    }
+                } else {
                     // The record in the way, as the snapshot showed it when it refused.
-                    let mut record = record_at(row, req.key.clone(), 5);
+                    let mut record = record_at(row, reqs[i].key.clone(), 4);
                     record.attempts = attempts;
-                    out[i] = Some(Ok(AcquireOutcome {
+                    AcquireOutcome {
                         acquired,
                         token: None,
                         attempts,
                         taken_over: false,
                         record: Some(record),
-                    }));
-                } else {
-                    // The row appeared or changed after the snapshot (the statement waited
-                    // for its writer): the snapshot's row is stale. Send it again.
-                    tries[i] += 1;
-                    if tries[i] >= SEND_TRIES {
-                        out[i] = Some(Err(self.pool.target.failure(
-                            WHAT,
-                            format!("key {:?} kept changing under {SEND_TRIES} tries", req.key),
-                        )));
-                    } else {
-                        again.push(i);
                     }
-                }
+                }));
             }
-            for &i in &round {
-                if out[i].is_none() && !again.contains(&i) {
-                    out[i] = Some(Err(self
-                        .pool
-                        .target
-                        .failure(WHAT, "the statement returned no row for a claim")));
-                }
-            }
+            // No row: neither claimed nor refused. The row appeared or changed after the
+            // snapshot (the statement waited for its writer): send the claim again.
+            let mut again = self.again(&round, &mut out, &mut tries, WHAT, |i| &reqs[i].key);
             again.extend(later);
             todo = again;
         }
@@ -352,43 +366,27 @@ impl Inner {
                     }
                 })
                 .await;
-            let mut again = Vec::new();
-            match rows {
+            let mut again = match rows {
                 Ok(rows) => {
+                    let at = by_key(&round, |i| &reqs[i].key);
                     for row in &rows {
-                        let Some(&i) = usize::try_from(row.get::<_, i64>(0) - 1)
-                            .ok()
-                            .and_then(|n| round.get(n))
-                        else {
-                            continue;
-                        };
-                        let stale: bool = row.get(2);
-                        if !stale {
+                        if let Some(&i) = at.get(row.get::<_, &str>(0)) {
                             out[i] = Some(Ok(row.get(1)));
-                            continue;
-                        }
-                        // The row changed after the snapshot (the statement waited for its
-                        // writer): whether this settle took is not known yet. Send it again.
-                        tries[i] += 1;
-                        if tries[i] >= SEND_TRIES {
-                            out[i] = Some(Err(self.pool.target.failure(
-                                what,
-                                format!(
-                                    "key {:?} kept changing under {SEND_TRIES} tries",
-                                    reqs[i].key
-                                ),
-                            )));
-                        } else {
-                            again.push(i);
                         }
                     }
+                    // No row: the snapshot showed the claim pending under its token, yet
+                    // the UPDATE did not settle it: the row changed after the snapshot
+                    // (the statement waited for its writer), and whether this settle took
+                    // is not known yet. Send it again.
+                    self.again(&round, &mut out, &mut tries, what, |i| &reqs[i].key)
                 }
                 Err(e) => {
                     for &i in &round {
                         out[i] = Some(Err(e.clone()));
                     }
+                    Vec::new()
                 }
-            }
+            };
             again.extend(later);
             todo = again;
         }
@@ -433,8 +431,8 @@ impl Inner {
         let rows = self
             .pool
             .run("PostgreSQL read failed", |s| {
-                let key = &key;
-                async move { s.client.query(&s.st.get, &[key]).await }
+                let keys = [key.as_str()];
+                async move { s.client.query(&s.st.get, &[&&keys[..]]).await }
             })
             .await?;
         Ok(rows.first().map(record_row))

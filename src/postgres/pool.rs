@@ -136,6 +136,11 @@ impl Pool {
         self.schema
             .get_or_try_init(|| self.ensure_schema(&client, what, self.create))
             .await?;
+        // Before any statement is planned (see sql/session.sql).
+        client
+            .batch_execute(&self.sql.session)
+            .await
+            .map_err(|e| self.fail(what, &e))?;
         // Prepared together: tokio-postgres pipelines them, so this is one round trip.
         let s = &self.sql;
         let c = &client;
