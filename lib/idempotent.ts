@@ -23,6 +23,7 @@ import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { type Lease, keepLease } from './lease.js';
 import { WRAPS, claimName } from './names.js';
+import { REPLAY_DERIVED, type ReplayDerived, replayedAnswer } from './native-store.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
@@ -138,6 +139,16 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     if (payloadJson !== null) checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
     return { key, fingerprint: native.fingerprint(c.name, payloadJson) };
   }
+  return derivedIdentity(c.name, derivedInputs(c, args, payload));
+}
+
+/** What a derived key is made of: the call's payload and context as canonical JSON, checked. */
+interface DerivedInputs {
+  payloadJson: string;
+  contextJson: string | null;
+}
+
+function derivedInputs<A extends unknown[]>(c: Config<A>, args: A, payload: unknown): DerivedInputs {
   if (payload === undefined) {
     throw new TypeError(`idempotent-tools: the "payload" option of "${c.name}" returned undefined; return the data that identifies the call`);
   }
@@ -158,7 +169,11 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     contextJson = encodeOrThrow(context, canonicalJson, 'context', c.name);
     checkArgsSize(contextJson, c.limits, c.name, 'context');
   }
-  const both = native.callHashes(c.name, contextJson, payloadJson);
+  return { payloadJson, contextJson };
+}
+
+function derivedIdentity(name: string, { payloadJson, contextJson }: DerivedInputs): Identity {
+  const both = native.callHashes(name, contextJson, payloadJson);
   return { key: both.slice(64), fingerprint: both.slice(0, 64) };
 }
 
@@ -170,19 +185,34 @@ async function runCall<A extends unknown[], R>(
   args: A,
 ): Promise<Awaited<R>> {
   const startedAt = listening(c.onEvent) ? performance.now() : 0;
-  const { key, fingerprint } = identify(c, explicitKey, args);
+  let identity: Identity;
+  let store: Store | undefined;
+  let peeked = false;
+  if (explicitKey === undefined && c.key === undefined && startedAt === 0) {
+    // A derived key, and nobody listens for events: a store that can (SQLite) hashes the
+    // call and reads a completed record in one synchronous step; a replay ends here.
+    const inputs = derivedInputs(c, args, c.payload !== undefined ? c.payload(...args) : trimmed(args));
+    store = resolveStore();
+    const answer = (store as { [REPLAY_DERIVED]?: ReplayDerived })[REPLAY_DERIVED]?.(c.name, inputs.contextJson, inputs.payloadJson);
+    if (answer != null) return replayedAnswer(answer) as Awaited<R>;
+    peeked = answer === null;
+    identity = derivedIdentity(c.name, inputs);
+  } else {
+    identity = identify(c, explicitKey, args);
+  }
+  const { key, fingerprint } = identity;
   const emit: Emit = (type, extra) => {
     if (listening(c.onEvent)) {
       publish(c.onEvent, { type, key, name: c.name, durationMs: performance.now() - startedAt, ...extra });
     }
   };
-  const call: Call<A, R> = { c, store: resolveStore(), fn, args, key, fingerprint, emit };
-  const store = call.store;
+  const call: Call<A, R> = { c, store: store ?? resolveStore(), fn, args, key, fingerprint, emit };
+  store = call.store;
 
   // The replay fast path: a store that can read a completed record without waiting
   // (SQLite in WAL mode) answers here, with no trip through the async machinery. Any
   // other case (a miss, pending, another fingerprint) is decided by acquire below.
-  const hit = store.peekReplay?.(key, fingerprint);
+  const hit = peeked ? null : store.peekReplay?.(key, fingerprint);
   if (hit) return replayed(call, hit);
 
   // 'block' subscribes to in-process settles before its first look at the store.
