@@ -80,10 +80,16 @@ function handRolled(pgPool, table, name, fn) {
   };
 }
 
-/** `url` with `application_name` set: how the server's backends of one implementation are told apart. */
+/**
+ * `url` with `application_name` set: how the server's backends of one implementation are
+ * told apart. Without an `sslmode` in the URL, every implementation talks plain TCP:
+ * node-postgres does by default, and ours would use TLS when the server offers it
+ * (sslmode=prefer, libpq's default), which costs both ends CPU on every statement.
+ */
 function named(url, app) {
   const u = new URL(url);
   u.searchParams.set('application_name', app);
+  if (!u.searchParams.has('sslmode')) u.searchParams.set('sslmode', 'disable');
   return u.toString();
 }
 
@@ -187,7 +193,9 @@ async function postgres(ctx) {
     title: `PostgreSQL (${data.url}), replays and unique calls`,
     note:
       `${rounds} rounds per row group, alternating. "ours faster by" = this time / our time (paired per round). ` +
-      'idempotent-tools: a replay is 1 statement, a unique call 2; hand-rolled: 2 and 2; @node-idempotency: 1 and 2 (plus its own bookkeeping).',
+      'idempotent-tools: a replay is 1 statement, a unique call 2; hand-rolled: 2 and 2; @node-idempotency: 1 and 2 (plus its own bookkeeping). ' +
+      'All three over the same transport (plain TCP unless the URL names an sslmode). CPU per op: this process\'s threads by kind, ' +
+      "and the server's (the backends of each implementation's connections).",
     header: ['operation', 'in flight', 'implementation', 'median µs/op', 'ops/s', 'ours faster by', ...CPU_HEADER, 'server CPU µs/op'],
     rows,
     data,
