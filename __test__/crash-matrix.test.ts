@@ -1,4 +1,4 @@
-// A process killed (SIGKILL) at every step of the call protocol, on both stores. The
+// A process killed (SIGKILL) at every step of the call protocol, on every store. The
 // invariant: a recorded completion never runs again; a pending record is taken over only
 // after its lease; the only duplicate is a crash between the side effect and its record.
 
@@ -7,20 +7,20 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ROOT, collect, lib, tempDb, tempDir, testHooks } from './helpers';
+import { ROOT, collect, lib, tempDir, testHooks } from './helpers';
+import { dropTables } from './postgres-server';
 import { sharedRedis, uniquePrefix } from './redis-server';
+import { openWhere, threeStores } from './stores';
 
 const WORKER = join(ROOT, '__test__', 'fixtures', 'worker.js');
 const LEASE_MS = 3000;
 const redis = await sharedRedis();
-afterAll(() => redis.stop());
+afterAll(async () => {
+  await redis.stop();
+  await dropTables();
+});
 
-type Where = { db: string } | { redis: string; prefix: string };
-
-const stores: Array<[string, () => Where]> = [
-  ['SqliteStore', () => ({ db: tempDb() })],
-  ['RedisStore', () => ({ redis: redis.url, prefix: uniquePrefix() })],
-];
+const stores = threeStores(redis.url, uniquePrefix);
 
 // [where it dies, how, effects after the crash, the record it leaves, total effects in the end]
 const points: Array<[string, Record<string, unknown>, Record<string, string>, number, string, number]> = [
@@ -55,7 +55,7 @@ for (const [storeName, place] of stores) {
         expect(died.stdout).not.toMatch(/DONE/);
         expect(effects(log)).toBe(effectsAfterCrash);
 
-        const store = 'db' in where ? new lib.SqliteStore({ path: where.db }) : new lib.RedisStore({ url: where.redis, prefix: where.prefix });
+        const store = openWhere(where);
         const tool = lib.idempotent(async function tool(k: string) {
           require('node:fs').appendFileSync(log, `${k} parent\n`);
           return { key: k, by: 'parent' };

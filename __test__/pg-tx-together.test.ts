@@ -245,3 +245,51 @@ describe('keys and names PostgreSQL text cannot hold (finding 9)', () => {
     await store.close();
   });
 });
+
+/** Resolves once `n` sessions of `applicationName` wait on a lock (a row another transaction holds). */
+async function waitingOnLock(applicationName: string, n = 1): Promise<void> {
+  for (;;) {
+    const { rows } = await sql(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+      [applicationName],
+    );
+    if (rows[0].n >= n) return;
+    await new Promise((r) => setImmediate(r)); // ask the server again
+  }
+}
+
+describe('a duplicate that waited on the claim of an expired record (issue 19, model seed 311262746)', () => {
+  it("a 'block' copy that waited on the first copy's row lock gets the first copy's new result, not the expired one", async () => {
+    const { records } = await tables();
+    const app = `expired-claim-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+    let runs = 0;
+    let entered!: () => void;
+    const inFn = new Promise<void>((r) => (entered = r));
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const charge = idempotentTx(
+      async function charge(_client: PoolClient, id: string) {
+        const run = ++runs;
+        if (run === 2) {
+          entered();
+          await gate; // holds the claim (and its row lock) in its transaction
+        }
+        return { id, run };
+      },
+      { pool: pool({ application_name: app }), table: records, ttlMs: 60_000, onDuplicate: 'block' },
+    );
+    expect(await charge('c-1')).toEqual({ id: 'c-1', run: 1 });
+    // The completed record expires (as ttlMs would make it, without waiting for the clock).
+    const key = charge.keyFor('c-1');
+    await sql(`UPDATE "${records}" SET expires_at = updated_at WHERE key = $1`, [key]);
+
+    const first = charge('c-1'); // claims the expired record, and waits in fn
+    await inFn;
+    const second = charge('c-1'); // its claim statement waits on the first one's row lock
+    await waitingOnLock(app);
+    open();
+    expect(await first).toEqual({ id: 'c-1', run: 2 });
+    expect(await second).toEqual({ id: 'c-1', run: 2 }); // the expired record's { run: 1 } before the fix
+    expect(runs).toBe(2);
+  });
+});

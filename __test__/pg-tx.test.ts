@@ -120,6 +120,31 @@ describe('idempotentTx', () => {
     expect(seen).toEqual(['--']); // get.sql, which starts with its comment; no connect, no BEGIN
   });
 
+  it('replays issued together are read with one statement, each answered with its own record', async () => {
+    const { orders, records } = await tables();
+    const p = pool();
+    const reads: unknown[][] = [];
+    const spy = {
+      query: (text: string, values?: unknown[]) => {
+        if (text.startsWith('-- get:')) reads.push(values![0] as unknown[]);
+        return p.query(text, values);
+      },
+      connect: () => p.connect(),
+    };
+    const placeOrder = idempotentTx(async function placeOrder(client: PoolClient, id: string) {
+      await client.query(`INSERT INTO "${orders}" (id) VALUES ($1)`, [id]);
+      return { id };
+    }, { pool: spy, table: records });
+    const ids = Array.from({ length: 20 }, (_, i) => `o-${i}`);
+    for (const id of ids) await placeOrder(id);
+    reads.length = 0;
+    const replays = await Promise.all([...ids, 'o-0'].map((id) => placeOrder(id)));
+    expect(replays).toEqual([...ids, 'o-0'].map((id) => ({ id })));
+    expect(reads).toHaveLength(1); // one statement for the 21 reads
+    expect(reads[0]).toHaveLength(21);
+    expect(await orderCount(orders)).toBe(20);
+  });
+
   it("concurrent duplicates: 'block' waits on the first call's row lock and replays; 'raise' throws at once", async () => {
     const { orders, records } = await tables();
     let runs = 0;

@@ -332,3 +332,54 @@ describe('SqliteStore keeps the call metadata', () => {
     await store.close();
   });
 });
+
+describe('SqliteStore replays in one crossing (issue 24)', () => {
+  it('a replay under a derived key hashes and reads in one native call, with the same outcomes as the full path', async () => {
+    const native = require(join(ROOT, 'dist', 'native.js'));
+    const proto = native.NativeSqliteStore.prototype;
+    const calls: string[] = [];
+    const originals = { replayCall: proto.replayCall, peekReplay: proto.peekReplay, callHashes: native.callHashes };
+    proto.replayCall = function (this: unknown, ...a: unknown[]) {
+      calls.push('replayCall');
+      return originals.replayCall.apply(this, a);
+    };
+    proto.peekReplay = function (this: unknown, ...a: unknown[]) {
+      calls.push('peekReplay');
+      return originals.peekReplay.apply(this, a);
+    };
+    native.callHashes = (...a: unknown[]) => {
+      calls.push('callHashes');
+      return originals.callHashes(...a);
+    };
+    const store = new SqliteStore({ path: join(tempDir(), 'one-crossing.db') });
+    try {
+      let runs = 0;
+      const body = async function oneCrossing(kind: string) {
+        runs++;
+        if (kind === 'undefined') return undefined;
+        if (kind === 'unstorable') return { n: 10n };
+        return { kind, at: [1, 'é', null] };
+      };
+      const f = idempotent(body, { store });
+      const outcomes = async () =>
+        Promise.all(['plain', 'undefined', 'unstorable'].map((k) => f(k).then((v) => ['ok', v], (e: Error) => [e.name, e.message])));
+      const first = await outcomes();
+      calls.length = 0;
+      expect(await outcomes()).toEqual(first); // replays: the same values, the same error
+      expect(runs).toBe(3);
+      expect(calls).toEqual(['replayCall', 'replayCall', 'replayCall']); // nothing else crossed
+      // With an event listener the full path runs (its events carry the key), and agrees.
+      calls.length = 0;
+      const events: string[] = [];
+      const g = idempotent(body, { store, onEvent: (e) => events.push(e.type) });
+      expect(await Promise.all(['plain', 'undefined', 'unstorable'].map((k) => g(k).then((v) => ['ok', v], (e: Error) => [e.name, e.message])))).toEqual(first);
+      expect(events).toEqual(['replayed', 'replayed', 'replayed']);
+      expect(calls).not.toContain('replayCall');
+      expect(runs).toBe(3);
+    } finally {
+      Object.assign(proto, { replayCall: originals.replayCall, peekReplay: originals.peekReplay });
+      native.callHashes = originals.callHashes;
+      await store.close();
+    }
+  });
+});

@@ -9,10 +9,12 @@
  *   node bench/compare-builds.js --snapshot /tmp/build-a     # copy the current build
  *   (change, rebuild: npx napi build --platform --release --output-dir native && npm run build:ts)
  *   node bench/compare-builds.js --snapshot /tmp/build-b
- *   node bench/compare-builds.js /tmp/build-a /tmp/build-b [sqlite|redis] [rounds]
+ *   node bench/compare-builds.js /tmp/build-a /tmp/build-b [sqlite|redis|postgres] [rounds]
  *
  * Redis is taken from REDIS_URL (default redis://127.0.0.1:6379/14); keys live under
- * `idt-compare:<pid>:` and are cleared at the end.
+ * `idt-compare:<pid>:` and are cleared at the end. PostgreSQL from IDEMPOTENT_TOOLS_BENCH_PG
+ * or DATABASE_URL (default postgres://postgres@127.0.0.1:5432/pg_helper), in tables
+ * `idt_compare_<pid>_a`/`_b`, cleared at the end (the empty tables stay).
  */
 const fs = require('node:fs');
 const os = require('node:os');
@@ -42,13 +44,16 @@ const SEEDS = 500;
 
 async function compareBuilds(dirA, dirB, kind, rounds) {
   const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379/14';
+  const pgUrl = process.env.IDEMPOTENT_TOOLS_BENCH_PG || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/pg_helper';
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'idt-compare-'));
   const open = (dir, tag) => {
     const lib = require(path.resolve(dir));
     const store =
       kind === 'redis'
         ? new lib.RedisStore({ url, prefix: `idt-compare:${process.pid}:${tag}:` })
-        : new lib.SqliteStore({ path: path.join(tmp, `${tag}.db`), durability: 'normal' });
+        : kind === 'postgres'
+          ? new lib.PostgresStore({ url: pgUrl, table: `idt_compare_${process.pid}_${tag}` })
+          : new lib.SqliteStore({ path: path.join(tmp, `${tag}.db`), durability: 'normal' });
     const charge = lib.idempotent(async function charge(a) {
       return { id: `ch_${a.n}`, amount: 1000 };
     }, { store, name: 'charge' });
@@ -79,7 +84,7 @@ async function compareBuilds(dirA, dirB, kind, rounds) {
     console.table(rows);
   } finally {
     for (const b of Object.values(builds)) {
-      if (kind === 'redis') await b.store.clear();
+      if (kind !== 'sqlite') await b.store.clear();
       await b.store.close();
     }
     fs.rmSync(tmp, { recursive: true, force: true });
@@ -95,6 +100,6 @@ if (args[0] === '--snapshot') {
     process.exit(1);
   });
 } else {
-  console.error('usage: node bench/compare-builds.js --snapshot DIR | DIR_A DIR_B [sqlite|redis] [rounds]');
+  console.error('usage: node bench/compare-builds.js --snapshot DIR | DIR_A DIR_B [sqlite|redis|postgres] [rounds]');
   process.exit(2);
 }

@@ -9,16 +9,25 @@
 import type * as native from './native.js';
 import type { NativeStore } from './native-store.js';
 
-interface Reply<T> {
+export interface Reply<T> {
   error?: string | null;
   value?: T;
 }
 
-/** Queues calls until the current microtasks are done, then sends them as one batch. */
-class Batcher<Req, Res> {
+/**
+ * Queues calls until the current microtasks are done, then sends them as one batch. With
+ * `maxInFlight`, at most that many batches are outstanding: calls made meanwhile wait for
+ * one to come back and go together in the next (the busier the store, the larger the
+ * batches; an idle store still sends at once).
+ */
+export class Batcher<Req, Res> {
   #queue: Array<{ req: Req; resolve: (r: Res) => void; reject: (e: unknown) => void }> = [];
+  #inFlight = 0;
 
-  constructor(private readonly send: (reqs: Req[]) => Promise<Array<Reply<Res>>>) {}
+  constructor(
+    private readonly send: (reqs: Req[]) => Promise<Array<Reply<Res>>>,
+    private readonly maxInFlight = Infinity,
+  ) {}
 
   call(req: Req): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
@@ -27,9 +36,16 @@ class Batcher<Req, Res> {
   }
 
   #flush(): void {
+    if (this.#queue.length === 0 || this.#inFlight >= this.maxInFlight) return; // sent when one comes back
     const jobs = this.#queue;
     this.#queue = [];
-    this.send(jobs.map((j) => j.req)).then(
+    this.#inFlight++;
+    const sent = this.send(jobs.map((j) => j.req));
+    sent.then(
+      () => this.#landed(),
+      () => this.#landed(),
+    );
+    sent.then(
       (replies) => {
         jobs.forEach((job, i) => {
           const r = replies[i];
@@ -43,6 +59,11 @@ class Batcher<Req, Res> {
       },
     );
   }
+
+  #landed(): void {
+    this.#inFlight--;
+    this.#flush();
+  }
 }
 
 /** The batch methods a native store may add to `NativeStore`. */
@@ -51,13 +72,18 @@ export interface BatchingNativeStore extends NativeStore {
   completeBatch(requests: native.SettleRequest[]): Promise<Array<{ settled?: boolean | null; error?: string | null }>>;
 }
 
-/** `store` with `acquire` and `complete` sent in batches, one crossing per turn. */
-export function batched(store: BatchingNativeStore): NativeStore {
-  const acquires = new Batcher<native.AcquireRequest, native.AcquireOutcome>(async (reqs) =>
-    (await store.acquireBatch(reqs)).map((r) => ({ error: r.error, value: r.outcome ?? undefined })),
+/**
+ * `store` with `acquire` and `complete` sent in batches, one crossing per turn;
+ * `maxInFlight` bounds the outstanding batches of each kind (see Batcher).
+ */
+export function batched(store: BatchingNativeStore, maxInFlight = Infinity): NativeStore {
+  const acquires = new Batcher<native.AcquireRequest, native.AcquireOutcome>(
+    async (reqs) => (await store.acquireBatch(reqs)).map((r) => ({ error: r.error, value: r.outcome ?? undefined })),
+    maxInFlight,
   );
-  const completes = new Batcher<native.SettleRequest, boolean>(async (reqs) =>
-    (await store.completeBatch(reqs)).map((r) => ({ error: r.error, value: r.settled ?? undefined })),
+  const completes = new Batcher<native.SettleRequest, boolean>(
+    async (reqs) => (await store.completeBatch(reqs)).map((r) => ({ error: r.error, value: r.settled ?? undefined })),
+    maxInFlight,
   );
   return {
     get path() {

@@ -24,6 +24,7 @@ import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } 
 import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
 import { type Lease, keepLease } from './lease.js';
 import { WRAPS, claimName } from './names.js';
+import { REPLAY_DERIVED, type ReplayDerived, replayedAnswer } from './native-store.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
@@ -148,6 +149,16 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     if (payloadJson !== null) checkArgsSize(payloadJson, c.limits, c.name, c.payload !== undefined ? 'payload' : 'arguments');
     return { key, fingerprint: native.fingerprint(c.name, payloadJson), derived: false };
   }
+  return derivedIdentity(c.name, derivedInputs(c, args, payload));
+}
+
+/** What a derived key is made of: the call's payload and context as canonical JSON, checked. */
+interface DerivedInputs {
+  payloadJson: string;
+  contextJson: string | null;
+}
+
+function derivedInputs<A extends unknown[]>(c: Config<A>, args: A, payload: unknown): DerivedInputs {
   if (payload === undefined) {
     throw new TypeError(`idempotent-tools: the "payload" option of "${c.name}" returned undefined; return the data that identifies the call`);
   }
@@ -168,7 +179,11 @@ function identify<A extends unknown[]>(c: Config<A>, explicitKey: string | undef
     contextJson = encodeOrThrow(context, canonicalJson, 'context', c.name);
     checkArgsSize(contextJson, c.limits, c.name, 'context');
   }
-  const both = native.callHashes(c.name, contextJson, payloadJson);
+  return { payloadJson, contextJson };
+}
+
+function derivedIdentity(name: string, { payloadJson, contextJson }: DerivedInputs): Identity {
+  const both = native.callHashes(name, contextJson, payloadJson);
   return { key: both.slice(64), fingerprint: both.slice(0, 64), derived: true };
 }
 
@@ -196,8 +211,23 @@ async function runCall<A extends unknown[], R>(
   args: A,
 ): Promise<Awaited<R>> {
   const startedAt = listening(c.onEvent) ? performance.now() : 0;
-  const { key, fingerprint, derived } = identify(c, explicitKey, args);
-  const store = resolveStore();
+  let identity: Identity;
+  let found: Store | undefined;
+  let peeked = false;
+  if (explicitKey === undefined && c.key === undefined && startedAt === 0) {
+    // A derived key, and nobody listens for events: a store that can (SQLite) hashes the
+    // call and reads a completed record in one synchronous step; a replay ends here.
+    const inputs = derivedInputs(c, args, c.payload !== undefined ? c.payload(...args) : trimmed(args));
+    found = resolveStore();
+    const answer = (found as { [REPLAY_DERIVED]?: ReplayDerived })[REPLAY_DERIVED]?.(c.name, inputs.contextJson, inputs.payloadJson);
+    if (answer != null) return replayedAnswer(answer) as Awaited<R>;
+    peeked = answer === null;
+    identity = derivedIdentity(c.name, inputs);
+  } else {
+    identity = identify(c, explicitKey, args);
+  }
+  const { key, fingerprint, derived } = identity;
+  const store = found ?? resolveStore();
   // Events name the record by a keyed id, never by a derived key (see key-id.ts).
   let secret = listening(c.onEvent) ? (cachedKeyIdSecret(store) ?? (await telemetrySecret(store))) : undefined;
   const emit: Emit = (type, extra) => {
@@ -218,7 +248,7 @@ async function runCall<A extends unknown[], R>(
   // The replay fast path: a store that can read a completed record without waiting
   // (SQLite in WAL mode) answers here, with no trip through the async machinery. Any
   // other case (a miss, pending, another fingerprint) is decided by acquire below.
-  const hit = store.peekReplay?.(key, fingerprint);
+  const hit = peeked ? null : store.peekReplay?.(key, fingerprint);
   if (hit) return replayed(call, hit);
 
   // 'block' subscribes to in-process settles before its first look at the store.

@@ -17,6 +17,7 @@ import type {
   ListOptions,
   RecentQuery,
   RecentRecords,
+  RecordError,
   RecordStatus,
   ReplayHit,
   SettleRequest,
@@ -41,6 +42,34 @@ export interface NativeStore {
   listRecent?(query: native.RecentQuery): Promise<native.RecentRecords>;
   close(): Promise<void>;
   peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
+  /** SQLite's replay fast path in one crossing (see `REPLAY_DERIVED`). */
+  replayCall?(name: string, context: string | null, payload: string): string | null;
+}
+
+/**
+ * @internal The replay fast path of a call under a derived key, in one synchronous step:
+ * `(name, contextJson, payloadJson)` hashed into the call's key and fingerprint and its
+ * completed record read together, answered with what `replayedAnswer` turns into the
+ * replay (null: not a replay that can be read now; the wrapper goes on as usual). Only a
+ * store whose native half can read without waiting (SQLite) has it.
+ */
+export const REPLAY_DERIVED = Symbol.for('idempotent-tools.replayDerived');
+export type ReplayDerived = (name: string, contextJson: string | null, payloadJson: string) => string | null;
+
+/**
+ * A replay from `REPLAY_DERIVED`'s answer: `r` and the result's JSON text, `u` for a
+ * result that was `undefined`, `e` and the error of a result that could not be stored
+ * (thrown as the TypeError a replay of it throws).
+ */
+export function replayedAnswer(answer: string): unknown {
+  switch (answer.charCodeAt(0)) {
+    case 0x72: // r
+      return JSON.parse(answer.slice(1));
+    case 0x75: // u
+      return undefined;
+    default:
+      throw new TypeError((JSON.parse(answer.slice(1)) as RecordError).message);
+  }
 }
 
 /** The fields the native records gain for `inspect` (optional until every store has them). */
@@ -194,6 +223,13 @@ export abstract class NativeBackedStore implements Store {
   async stats(): Promise<StoreStats> {
     const s = await this.#call(undefined, (n) => n.stats());
     return { ...s, oldestPendingAt: s.oldestPendingAt ?? null, sizeBytes: s.sizeBytes ?? null };
+  }
+
+  /** @internal See `REPLAY_DERIVED`; always null for a store whose native half cannot peek (Redis, Postgres). */
+  [REPLAY_DERIVED](name: string, contextJson: string | null, payloadJson: string): string | null {
+    const n = this.#native;
+    if (n === undefined || this.#closed || n.replayCall === undefined) return null;
+    return n.replayCall(name, contextJson, payloadJson);
   }
 
   /** See `Store.peekReplay`; always null for a store whose native half cannot peek (Redis). */

@@ -13,13 +13,14 @@
  * Isolation: the statements are written for READ COMMITTED (the default). Under
  * REPEATABLE READ or SERIALIZABLE (a pool whose sessions default to it), a duplicate
  * that waited on the first call's row fails with a serialization error (SQLSTATE 40001)
- * instead of replaying; retry the call. Replays read with one plain SELECT, outside any
- * transaction.
+ * instead of replaying; retry the call. Replays read with a plain SELECT, outside any
+ * transaction: the reads of one turn of the event loop are one statement.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 
+import { Batcher } from './batch.js';
 import { STEPS_REFUSED } from './call-context.js';
 import { StoreError } from './errors.js';
 import { type IdempotentFunction, idempotent } from './idempotent.js';
@@ -209,6 +210,12 @@ function row(r: any) {
 class TxStore implements Store {
   #schema: Promise<void> | undefined;
   readonly #place: string;
+  /** The reads of one turn of the event loop, as one statement (PostgresStore's get, for many keys). */
+  readonly #reads = new Batcher<string, any>(async (keys) => {
+    const { rows } = await this.pool.query(this.sql.get, [keys]);
+    const found = new Map(rows.map((r) => [r.key, r]));
+    return keys.map((key) => ({ value: found.get(key) ?? null }));
+  });
 
   constructor(
     private readonly pool: TxPool,
@@ -265,8 +272,8 @@ class TxStore implements Store {
   async get(key: string): Promise<IdempotencyRecord | null> {
     checkPostgresText(key);
     await this.#ensureSchema();
-    const { rows } = await this.pool.query(this.sql.get, [key]);
-    return rows.length === 0 ? null : toRecord(row(rows[0]) as any);
+    const found = await this.#reads.call(key);
+    return found === null ? null : toRecord(row(found) as any);
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -295,14 +302,16 @@ class TxStore implements Store {
           [request.meta === undefined ? null : JSON.stringify(request.meta)],
         ]);
         const r = rows[0];
-        if (!r.acquired && r.status === null) continue; // a row appeared after this statement's snapshot
+        // No row, neither acquired nor refused: the row appeared or changed after this
+        // statement's snapshot (it waited for the writer), so the snapshot's row is stale: claim again.
+        if (r === undefined) continue;
         if (r.acquired) {
           const { rows: after } = await client.query(AFTER_CLAIM, [userLockTimeout]);
           tx.txid = after[0].txid;
           return { acquired: true, token, attempts: r.attempts, takenOver: r.taken_over };
         }
         await this.finish(tx, 'ROLLBACK');
-        return { acquired: false, record: toRecord(row({ ...r, key: request.key }) as any) };
+        return { acquired: false, record: toRecord(row(r) as any) };
       }
       throw new Error(`key ${request.key} kept changing under 8 tries`);
     } catch (err) {
@@ -347,6 +356,19 @@ class TxStore implements Store {
   }
 
   /**
+   * PostgresStore's settle statement, as a batch of one: whether it settled the claim. Sent
+   * again while it answers with no row (the row changed after the statement's snapshot, so
+   * the snapshot cannot tell), as PostgresStore does.
+   */
+  async #sendSettle(via: Pick<TxClient, 'query'>, request: SettleRequest, status: 'completed' | 'failed'): Promise<boolean> {
+    for (let tries = 0; tries < 8; tries++) {
+      const { rows } = await via.query(this.sql.settle, this.#settleParams(request, status));
+      if (rows[0] !== undefined) return rows[0].settled === true;
+    }
+    throw new Error(`key ${request.key} kept changing under 8 tries`);
+  }
+
+  /**
    * Commits only when the settle statement settled the claim this transaction holds;
    * otherwise rolls back, so fn's writes are never kept without their record.
    */
@@ -363,8 +385,7 @@ class TxStore implements Store {
     try {
       const { rows: current } = await client.query(CURRENT_TX);
       if (current[0].txid !== tx.txid) return await this.#endedByFn(tx, client, request);
-      const { rows } = await client.query(this.sql.settle, this.#settleParams(request, status));
-      settled = rows[0].settled === true;
+      settled = await this.#sendSettle(client, request, status);
     } catch (err) {
       tx.commitFailed = err;
       await this.finish(tx, 'ROLLBACK');
@@ -394,8 +415,7 @@ class TxStore implements Store {
     client.release(true);
     let recorded = false;
     try {
-      const { rows } = await this.pool.query(this.sql.settle, this.#settleParams(request, 'completed'));
-      recorded = rows[0].settled === true;
+      recorded = await this.#sendSettle(this.pool, request, 'completed');
     } finally {
       tx.endedByFn = { recorded };
     }

@@ -14,6 +14,7 @@
 const { createHash } = require('node:crypto');
 
 const { compare, pool, pairedRatio } = require('../lib/compare');
+const { CPU_HEADER, cpuCells } = require('../lib/cpu');
 const { pkg, charge, freshArgs } = require('../lib/common');
 
 const TTL_MS = 3600_000;
@@ -79,27 +80,50 @@ function handRolled(pgPool, table, name, fn) {
   };
 }
 
+/**
+ * `url` with `application_name` set: how the server's backends of one implementation are
+ * told apart. Without an `sslmode` in the URL, every implementation talks plain TCP:
+ * node-postgres does by default, and ours would use TLS when the server offers it
+ * (sslmode=prefer, libpq's default), which costs both ends CPU on every statement.
+ */
+function named(url, app) {
+  const u = new URL(url);
+  u.searchParams.set('application_name', app);
+  if (!u.searchParams.has('sslmode')) u.searchParams.set('sslmode', 'disable');
+  return u.toString();
+}
+
 async function makeImpls(url, tag) {
   const { Pool } = require('pg');
   const { Idempotency } = require('@node-idempotency/core');
   const { idempotent, PostgresStore } = pkg();
-  const niPool = new Pool({ connectionString: url });
-  const hrPool = new Pool({ connectionString: url });
+  const apps = { ours: `idt-bench-ours-${tag}`, ni: `idt-bench-ni-${tag}`, hr: `idt-bench-hr-${tag}` };
+  const niPool = new Pool({ connectionString: named(url, apps.ni) });
+  const hrPool = new Pool({ connectionString: named(url, apps.hr) });
   const ni = `bench_ni_${tag}`;
   const hr = `bench_hr_${tag}`;
   const ours = `bench_ours_${tag}`;
   await niPool.query(`CREATE TABLE ${ni} (key text PRIMARY KEY, val text NOT NULL, expires_at bigint)`);
   await hrPool.query(`CREATE TABLE ${hr} (key text PRIMARY KEY, status text NOT NULL, result text)`);
-  const store = new PostgresStore({ url, table: ours });
+  const store = new PostgresStore({ url: named(url, apps.ours), table: ours });
   await store.get('warm'); // creates the table
   const f = idempotent(charge, { store, name: 'charge' });
   const niCall = nodeIdempotencyWrap(new Idempotency(pgStorageAdapter(niPool, ni), { cacheTTLMS: TTL_MS }), 'charge', charge);
   const hrCall = handRolled(hrPool, hr, 'charge', charge);
+  // The server's CPU of each implementation: its backends' (found by application_name
+  // before each round; the WAL writer and other shared processes are not counted).
+  const backends = async (app) => (await hrPool.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [app])).rows.map((r) => r.pid);
   const impls = [
-    { name: 'idempotent-tools', call: f },
-    { name: '@node-idempotency/core (pg adapter)', call: niCall },
-    { name: 'hand-rolled pg decorator', call: hrCall },
+    { name: 'idempotent-tools', call: f, app: apps.ours },
+    { name: '@node-idempotency/core (pg adapter)', call: niCall, app: apps.ni },
+    { name: 'hand-rolled pg decorator', call: hrCall, app: apps.hr },
   ];
+  for (const impl of impls) {
+    impl.pids = [];
+    impl.findBackends = async () => {
+      impl.pids = await backends(impl.app);
+    };
+  }
   const close = async () => {
     await store.close();
     await hrPool.query(`DROP TABLE IF EXISTS ${ni}, ${hr}, ${ours}`);
@@ -141,6 +165,8 @@ async function postgres(ctx) {
           baseline: 'hand-rolled pg decorator',
           alts: impls.map((impl) => ({
             name: impl.name,
+            before: impl.findBackends,
+            serverPids: () => impl.pids,
             run: async (m) => {
               const keys = seeds.get(impl.name);
               if (op === 'replay') await pool(m, inFlight, (i) => impl.call(keys[(at + i) % K]));
@@ -156,7 +182,7 @@ async function postgres(ctx) {
           speedupVsHandRolled: pairedRatio(byName['hand-rolled pg decorator'], oursR),
           speedupVsNodeIdempotency: pairedRatio(byName['@node-idempotency/core (pg adapter)'], oursR),
         };
-        for (const r of res) rows.push([op, inFlight, r.name, r.medianUsPerOp, r.opsPerSec, pairedRatio(r, oursR)]);
+        for (const r of res) rows.push([op, inFlight, r.name, r.medianUsPerOp, r.opsPerSec, pairedRatio(r, oursR), ...cpuCells(r.cpuUsPerOp)]);
       }
     }
   } finally {
@@ -167,8 +193,10 @@ async function postgres(ctx) {
     title: `PostgreSQL (${data.url}), replays and unique calls`,
     note:
       `${rounds} rounds per row group, alternating. "ours faster by" = this time / our time (paired per round). ` +
-      'idempotent-tools: a replay is 1 statement, a unique call 2; hand-rolled: 2 and 2; @node-idempotency: 1 and 2 (plus its own bookkeeping).',
-    header: ['operation', 'in flight', 'implementation', 'median µs/op', 'ops/s', 'ours faster by'],
+      'idempotent-tools: a replay is 1 statement, a unique call 2; hand-rolled: 2 and 2; @node-idempotency: 1 and 2 (plus its own bookkeeping). ' +
+      'All three over the same transport (plain TCP unless the URL names an sslmode). CPU per op: this process\'s threads by kind, ' +
+      "and the server's (the backends of each implementation's connections).",
+    header: ['operation', 'in flight', 'implementation', 'median µs/op', 'ops/s', 'ours faster by', ...CPU_HEADER, 'server CPU µs/op'],
     rows,
     data,
   };

@@ -9,6 +9,7 @@ const path = require('node:path');
 const { monitorEventLoopDelay } = require('node:perf_hooks');
 
 const { compare, pool } = require('../lib/compare');
+const { CPU_HEADER, cpuCells } = require('../lib/cpu');
 const { median } = require('../lib/stats');
 const { pkg, charge, freshArgs, tempDir, rmrf } = require('../lib/common');
 const { openHandRolledDb, handRolledIdempotent } = require('../lib/handrolled');
@@ -50,7 +51,7 @@ async function replay(ctx) {
       });
       await p.close();
       data[durability] = res;
-      for (const r of res) rows.push([durability, r.name, r.medianUsPerOp, r.opsPerSec, r.timeRatioVsBaseline]);
+      for (const r of res) rows.push([durability, r.name, r.medianUsPerOp, r.opsPerSec, r.timeRatioVsBaseline, ...cpuCells(r.cpuUsPerOp).slice(0, 3)]);
     }
   } finally {
     rmrf(dir);
@@ -59,7 +60,7 @@ async function replay(ctx) {
     id: 'sqlite-replay',
     title: 'SQLite replay (a hit), one call at a time',
     note: `${K} completed records in each store, replayed round-robin; ${rounds} rounds of ${n} calls per alternative, alternating.`,
-    header: ['durability', 'implementation', 'median µs/call', 'calls/s', 'time ratio vs hand-rolled'],
+    header: ['durability', 'implementation', 'median µs/call', 'calls/s', 'time ratio vs hand-rolled', ...CPU_HEADER],
     rows,
     data,
   };
@@ -160,7 +161,7 @@ async function unique(ctx) {
         });
         data[`${durability}/${inFlight}`] = res;
         for (const r of res) {
-          rows.push([durability, inFlight, r.name, r.medianUsPerOp, r.opsPerSec, 1 / r.timeRatioVsBaseline]);
+          rows.push([durability, inFlight, r.name, r.medianUsPerOp, r.opsPerSec, 1 / r.timeRatioVsBaseline, ...cpuCells(r.cpuUsPerOp).slice(0, 3)]);
         }
         if (watch) {
           const e = { ours: hist.ours.summary(), hand: hist.hand.summary() };
@@ -179,7 +180,7 @@ async function unique(ctx) {
       id: 'sqlite-unique',
       title: 'SQLite unique calls (acquire, no-op fn, complete)',
       note: `${rounds} rounds per configuration, alternating; each round is a batch of unique calls with 1 or 64 in flight. Speedup = hand-rolled time / our time (higher is better).`,
-      header: ['durability', 'in flight', 'implementation', 'median µs/call', 'calls/s', 'speedup vs hand-rolled'],
+      header: ['durability', 'in flight', 'implementation', 'median µs/call', 'calls/s', 'speedup vs hand-rolled', ...CPU_HEADER],
       rows,
       data,
     },

@@ -27,10 +27,9 @@ use napi_derive::napi;
 use tokio_postgres::Row;
 
 use crate::batch_reply::{AcquireReply, SettleReply};
-use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
-use crate::clock::Now;
+use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
 use crate::failure::{guarded, StoreFailure, StoreResult};
-use crate::record::{NativeRecord, NativeStats, Record, SettleRequest, COMPLETED, FAILED};
+use crate::record::{NativeRecord, NativeStats, SettleRequest, COMPLETED, FAILED};
 use crate::token::new_token;
 use listen::Listening;
 use pool::Pool;
@@ -40,9 +39,10 @@ use target::Target;
 pub const DEFAULT_CONNECT_TIMEOUT_MS: f64 = 2000.0;
 pub const DEFAULT_COMMAND_TIMEOUT_MS: f64 = 5000.0;
 const DEFAULT_POOL_SIZE: u32 = 4;
-/// How often acquire is sent again when a concurrent writer changed the row after the
-/// statement's snapshot (each try takes a new snapshot, so this is rarely more than 1).
-const ACQUIRE_TRIES: usize = 8;
+/// How often an acquire or a settle is sent again when a concurrent writer changed the row
+/// after the statement's snapshot (each try takes a new snapshot, so this is rarely more
+/// than 1).
+const SEND_TRIES: usize = 8;
 
 #[napi(object)]
 pub struct PostgresOptions {
@@ -64,8 +64,8 @@ fn attempts_of(n: i32) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(0)
 }
 
-/// A row of `get.sql`/`list.sql` (and `acquire.sql`'s `found` row from column 4 on, with
-/// the key given).
+/// `acquire.sql`'s record in the way: its columns from `at` on (name … duration_ms), with
+/// the key given.
 fn record_at(row: &Row, key: String, at: usize) -> NativeRecord {
     let ms = |i: usize| row.get::<_, Option<i64>>(i).map(|t| t as f64);
     NativeRecord {
@@ -105,25 +105,6 @@ fn record_row(row: &Row) -> NativeRecord {
         namespace: None,
         meta: row.get(11),
         duration_ms: row.get(12),
-    }
-}
-
-/// The claim rule's view of a found record (to tell a stale snapshot from a refusal).
-fn as_claim_record(r: &NativeRecord) -> Record {
-    Record {
-        key: r.key.clone(),
-        name: r.name.clone(),
-        fingerprint: r.fingerprint.clone(),
-        status: r.status.clone(),
-        token: None,
-        result: None,
-        error: None,
-        attempts: r.attempts,
-        created_at: r.created_at as i64,
-        updated_at: r.updated_at as i64,
-        expires_at: r.expires_at.map(|t| t as i64),
-        lease_expires_at: r.lease_expires_at.map(|t| t as i64),
-        ..Record::default()
     }
 }
 
@@ -168,12 +149,48 @@ fn timeout_option(name: &str, value: Option<f64>, default: f64) -> StoreResult<D
     ))
 }
 
+/// Where each key of a round is among the requests (a round's keys are distinct).
+fn by_key<'a>(
+    round: &[usize],
+    key: impl Fn(usize) -> &'a String,
+) -> std::collections::HashMap<&'a str, usize> {
+    round.iter().map(|&i| (key(i).as_str(), i)).collect()
+}
+
 struct Inner {
     pool: Arc<Pool>,
     listening: Mutex<Option<Listening>>,
 }
 
 impl Inner {
+    /// The requests of `round` the statement left unanswered, to be sent again; one left
+    /// unanswered SEND_TRIES times is answered with an error instead.
+    fn again<'a, T>(
+        &self,
+        round: &[usize],
+        out: &mut [Option<StoreResult<T>>],
+        tries: &mut [usize],
+        what: &str,
+        key: impl Fn(usize) -> &'a String,
+    ) -> Vec<usize> {
+        let mut again = Vec::new();
+        for &i in round {
+            if out[i].is_some() {
+                continue;
+            }
+            tries[i] += 1;
+            if tries[i] >= SEND_TRIES {
+                out[i] = Some(Err(self.pool.target.failure(
+                    what,
+                    format!("key {:?} kept changing under {SEND_TRIES} tries", key(i)),
+                )));
+            } else {
+                again.push(i);
+            }
+        }
+        again
+    }
+
     async fn acquire(&self, req: AcquireRequest) -> StoreResult<AcquireOutcome> {
         one(self.acquire_batch(vec![req]).await)
     }
@@ -242,77 +259,37 @@ impl Inner {
                     continue;
                 }
             };
-            let mut again = Vec::new();
+            let at = by_key(&round, |i| &reqs[i].key);
             for row in &rows {
-                let Some(&i) = usize::try_from(row.get::<_, i64>(0) - 1)
-                    .ok()
-                    .and_then(|n| round.get(n))
-                else {
+                let Some(&i) = at.get(row.get::<_, &str>(0)) else {
                     continue;
                 };
-                let req = &reqs[i];
                 let acquired: bool = row.get(1);
                 let attempts = attempts_of(row.get::<_, Option<i32>>(2).unwrap_or(0));
-                if acquired {
-                    out[i] = Some(Ok(AcquireOutcome {
+                out[i] = Some(Ok(if acquired {
+                    AcquireOutcome {
                         acquired,
                         token: Some(tokens[i].clone()),
                         attempts,
                         taken_over: row.get(3),
                         record: None,
-                    }));
-                    continue;
-                }
-                let now: i64 = row.get(4);
-                let found: Option<String> = row.get(7); // status: null when the snapshot had no row
-                let refused = found.is_some().then(|| {
-                    let mut record = record_at(row, req.key.clone(), 5);
+                    }
+                } else {
+                    // The record in the way, as the snapshot showed it when it refused.
+                    let mut record = record_at(row, reqs[i].key.clone(), 4);
                     record.attempts = attempts;
-                    record
-                });
-                // The snapshot showed no row, or one that the claim rule would have let
-                // us claim: the row appeared or changed under us. Send it again.
-                match refused {
-                    Some(record)
-                        if decide(
-                            Some(&as_claim_record(&record)),
-                            &req.fingerprint,
-                            req.force,
-                            &Now::from(now),
-                        ) == Decision::Refuse =>
-                    {
-                        out[i] = Some(Ok(AcquireOutcome {
-                            acquired: false,
-                            token: None,
-                            attempts,
-                            taken_over: false,
-                            record: Some(record),
-                        }));
+                    AcquireOutcome {
+                        acquired,
+                        token: None,
+                        attempts,
+                        taken_over: false,
+                        record: Some(record),
                     }
-                    _ => {
-                        tries[i] += 1;
-                        if tries[i] >= ACQUIRE_TRIES {
-                            out[i] = Some(Err(self.pool.target.failure(
-                                WHAT,
-                                format!(
-                                    "key {:?} kept changing under {ACQUIRE_TRIES} tries",
-                                    req.key
-                                ),
-                            )));
-                        } else {
-                            again.push(i);
-                        }
-                    }
-                }
+                }));
             }
-            for &i in &round {
-                if out[i].is_none() && !again.contains(&i) {
-                    out[i] = Some(Err(self
-                        .pool
-                        .target
-                        .failure(WHAT, "the statement returned no row for a claim")));
-                }
-            }
+            // No row: neither claimed nor refused. The row appeared or changed after the
+            // snapshot (the statement waited for its writer): send the claim again.
+            let mut again = self.again(&round, &mut out, &mut tries, WHAT, |i| &reqs[i].key);
             again.extend(later);
             todo = again;
         }
@@ -332,7 +309,8 @@ impl Inner {
     }
 
     /// Settles every request (see `sql/settle.sql`), each with its own answer; a key's
-    /// later requests go in a statement of their own (one statement touches a row once).
+    /// later requests go in a statement of their own (one statement touches a row once),
+    /// and so do settles whose row changed after the statement's snapshot (`stale`).
     async fn settle_batch(
         &self,
         status: &'static str,
@@ -344,6 +322,7 @@ impl Inner {
             "PostgreSQL fail failed"
         };
         let mut out: Vec<Option<StoreResult<bool>>> = (0..reqs.len()).map(|_| None).collect();
+        let mut tries = vec![0usize; reqs.len()];
         let mut todo = Vec::with_capacity(reqs.len());
         for (i, r) in reqs.iter().enumerate() {
             match check_text("key", &r.key) {
@@ -387,24 +366,29 @@ impl Inner {
                     }
                 })
                 .await;
-            match rows {
+            let mut again = match rows {
                 Ok(rows) => {
+                    let at = by_key(&round, |i| &reqs[i].key);
                     for row in &rows {
-                        if let Some(&i) = usize::try_from(row.get::<_, i64>(0) - 1)
-                            .ok()
-                            .and_then(|n| round.get(n))
-                        {
+                        if let Some(&i) = at.get(row.get::<_, &str>(0)) {
                             out[i] = Some(Ok(row.get(1)));
                         }
                     }
+                    // No row: the snapshot showed the claim pending under its token, yet
+                    // the UPDATE did not settle it: the row changed after the snapshot
+                    // (the statement waited for its writer), and whether this settle took
+                    // is not known yet. Send it again.
+                    self.again(&round, &mut out, &mut tries, what, |i| &reqs[i].key)
                 }
                 Err(e) => {
                     for &i in &round {
                         out[i] = Some(Err(e.clone()));
                     }
+                    Vec::new()
                 }
-            }
-            todo = later;
+            };
+            again.extend(later);
+            todo = again;
         }
         out.into_iter()
             .map(|o| {
@@ -447,8 +431,8 @@ impl Inner {
         let rows = self
             .pool
             .run("PostgreSQL read failed", |s| {
-                let key = &key;
-                async move { s.client.query(&s.st.get, &[key]).await }
+                let keys = [key.as_str()];
+                async move { s.client.query(&s.st.get, &[&&keys[..]]).await }
             })
             .await?;
         Ok(rows.first().map(record_row))

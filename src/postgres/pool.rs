@@ -42,6 +42,8 @@ pub struct Prepared {
 pub struct Session {
     pub client: Client,
     pub st: Prepared,
+    /// Statements of ours in flight on this connection.
+    busy: AtomicUsize,
 }
 
 pub struct Pool {
@@ -57,6 +59,23 @@ pub struct Pool {
     closed: AtomicBool,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+}
+
+/// Counts a statement in flight on a session while it lives (dropped with the statement,
+/// whether it finished, failed or was abandoned at the deadline).
+struct Busy(Arc<Session>);
+
+impl Busy {
+    fn on(session: &Arc<Session>) -> Self {
+        session.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(session.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A driver error as one line: the server's message and SQLSTATE, or the I/O cause.
@@ -136,6 +155,11 @@ impl Pool {
         self.schema
             .get_or_try_init(|| self.ensure_schema(&client, what, self.create))
             .await?;
+        // Before any statement is planned (see sql/session.sql).
+        client
+            .batch_execute(&self.sql.session)
+            .await
+            .map_err(|e| self.fail(what, &e))?;
         // Prepared together: tokio-postgres pipelines them, so this is one round trip.
         let s = &self.sql;
         let c = &client;
@@ -162,7 +186,11 @@ impl Pool {
             clear: clear.map_err(fail)?,
             watch: watch.map_err(fail)?,
         };
-        Ok(Session { client, st })
+        Ok(Session {
+            client,
+            st,
+            busy: AtomicUsize::new(0),
+        })
     }
 
     /// Checks the table's schema version; creates the table when it is missing and
@@ -247,8 +275,11 @@ impl Pool {
         }
     }
 
-    /// A connection in working order, and its slot. Calls take the slots in turn; while
-    /// a slot's connection is still to be opened (or re-opened after it broke), calls use
+    /// A connection in working order, and its slot. A call takes the first open
+    /// connection with nothing of ours in flight, so calls one at a time keep to one
+    /// server backend (whose caches stay warm) instead of waking each in turn; when every
+    /// one is busy, calls take the slots in turn (tokio-postgres pipelines them). While a
+    /// slot's connection is still to be opened (or re-opened after it broke), calls use
     /// one that is open and the slot is opened in the background, so only the very first
     /// call (or the first after an outage) waits for a connection.
     async fn session(self: &Arc<Self>, what: &str) -> StoreResult<(usize, Arc<Session>)> {
@@ -256,13 +287,20 @@ impl Pool {
             return Err(self.target.failure(what, "the store is closed"));
         }
         let n = self.slots.len();
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
         let open = |j: usize| {
             self.slots[j]
                 .try_lock()
                 .ok()
                 .and_then(|slot| slot.as_ref().filter(|s| !s.client.is_closed()).cloned())
         };
+        if let Some((j, s)) = (0..n).find_map(|j| {
+            open(j)
+                .filter(|s| s.busy.load(Ordering::Relaxed) == 0)
+                .map(|s| (j, s))
+        }) {
+            return Ok((j, s));
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
         if let Some(s) = open(i) {
             return Ok((i, s));
         }
@@ -315,6 +353,7 @@ impl Pool {
         let attempt = async {
             let (i, session) = self.session(what).await?;
             used = Some((i, session.clone()));
+            let _busy = Busy::on(&session);
             op(session).await.map_err(|e| self.fail(what, &e))
         };
         let outcome = tokio::time::timeout(self.deadline(), attempt).await;

@@ -28,6 +28,7 @@ const PRUNE: &str = include_str!("sql/prune.sql");
 const CLEAR: &str = include_str!("sql/clear.sql");
 const VERSION: &str = include_str!("sql/version.sql");
 const WATCH: &str = include_str!("sql/watch.sql");
+const SESSION: &str = include_str!("sql/session.sql");
 
 /// A validated table name: `name` or `schema.name`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +115,8 @@ pub struct PostgresSql {
     pub prune: String,
     pub clear: String,
     pub watch: String,
+    /// PostgresStore's settings for its own connections (a simple query, several statements).
+    pub session: String,
 }
 
 impl PostgresSql {
@@ -134,6 +137,7 @@ impl PostgresSql {
             prune: t.fill(PRUNE),
             clear: t.fill(CLEAR),
             watch: t.fill(WATCH),
+            session: SESSION.to_string(),
         }
     }
 }

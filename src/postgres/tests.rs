@@ -476,3 +476,101 @@ async fn racing_batches_on_overlapping_keys_have_one_winner_per_key() {
     assert_eq!(wins.len(), keys.len(), "one winner per key");
     f.drop_table().await;
 }
+
+/// The plans the store's statements run with now (their cached generic plans), as
+/// EXPLAIN prints them, read on each connection of the pool: acquire, settle, get, renew.
+async fn cached_plans(f: &Fixture) -> Vec<String> {
+    let sql = &f.inner.pool.sql;
+    let statements = [
+        (sql.acquire.clone(), "('{k1,k2}', '{n,n}', '{fp,fp}', '{t1,t2}', '{1000,1000}', '{f,f}', '{NULL,NULL}')"),
+        (sql.settle.clone(), "('{k1,k2}', '{t1,t2}', '{completed,completed}', '{1,1}', '{NULL,NULL}', '{NULL,NULL}', '{1,1}')"),
+        (sql.get.clone(), "('{k1,k2}')"),
+        (sql.renew.clone(), "('k1', 't1', 1000)"),
+    ];
+    let mut plans = Vec::new();
+    for _ in 0..4 {
+        let statements = statements.clone();
+        let text = f
+            .inner
+            .pool
+            .run("explain", |s| async move {
+                let mut out = Vec::new();
+                for (text, args) in statements {
+                    // The connection's name for the prepared statement.
+                    let row = s
+                        .client
+                        .query_one(
+                            "SELECT name FROM pg_prepared_statements WHERE statement = $1",
+                            &[&text],
+                        )
+                        .await?;
+                    let name: String = row.get(0);
+                    let mut plan = String::new();
+                    for m in s
+                        .client
+                        .simple_query(&format!("EXPLAIN EXECUTE {name}{args}"))
+                        .await?
+                    {
+                        if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+                            plan.push_str(r.get(0).unwrap_or(""));
+                            plan.push('\n');
+                        }
+                    }
+                    out.push(plan);
+                }
+                Ok(out)
+            })
+            .await
+            .unwrap();
+        plans.extend(text);
+    }
+    plans
+}
+
+#[tokio::test]
+async fn statements_planned_on_a_small_table_reach_rows_through_the_key_index_as_it_grows() {
+    // Plans made while the table held a few rows, then the table grows past what a
+    // sequential scan per statement could afford (and nothing analyzes it meanwhile).
+    let f = Fixture::new();
+    let s = &f.inner;
+    s.get("none".into()).await.unwrap(); // creates the table
+                                         // Nothing analyzes it meanwhile (an ALTER later would invalidate the cached plans).
+    f.sql("ALTER TABLE {t} SET (autovacuum_enabled = false)")
+        .await;
+    let reqs: Vec<AcquireRequest> = (0..64)
+        .map(|i| req(&format!("small-{i}"), "fp", 30_000.0, None, false))
+        .collect();
+    let settles: Vec<SettleRequest> = s
+        .acquire_batch(reqs.clone())
+        .await
+        .into_iter()
+        .zip(&reqs)
+        .map(|(out, r)| settle(&r.key, &out.unwrap().token.unwrap(), Some("1"), None, None))
+        .collect();
+    assert!(s
+        .settle_batch(COMPLETED, settles.clone())
+        .await
+        .into_iter()
+        .all(|o| o.unwrap()));
+    // Each statement runs often enough to be given its cached plan (after 5 runs).
+    for _ in 0..8 {
+        for out in s.acquire_batch(reqs.clone()).await {
+            assert!(!out.unwrap().acquired); // replays
+        }
+        s.settle_batch(COMPLETED, settles.clone()).await;
+        s.get("small-0".into()).await.unwrap();
+        s.renew("small-0".into(), "t".into(), 1000.0).await.unwrap();
+    }
+    f.sql(
+        "INSERT INTO {t} (key, name, fingerprint, status, attempts, created_at, updated_at) \
+         SELECT 'big-' || g, 'n', 'fp', 'completed', 1, 0, 0 FROM generate_series(1, 200000) AS g",
+    )
+    .await;
+    for plan in cached_plans(&f).await {
+        assert!(
+            !plan.contains("Seq Scan") && plan.contains("Index"),
+            "a statement of the store reads the whole table instead of probing the key index:\n{plan}"
+        );
+    }
+    f.drop_table().await;
+}

@@ -412,6 +412,33 @@ impl NativeSqliteStore {
         Ok(peek.unwrap_or(None))
     }
 
+    /// The replay fast path of a call under a derived key, in one crossing: hashes the
+    /// call (as `callHashes`) and reads its record (as `peekReplay`). The answer is one
+    /// string, only what a replay uses: `r` and the result's JSON text, `u` (the result
+    /// was `undefined`), or `e` and the error's JSON text (a result that could not be
+    /// stored); `null` for anything else (no completed record, another fingerprint, a row
+    /// that cannot be read without waiting): the wrapper then takes the async path.
+    #[napi(catch_unwind)]
+    pub fn replay_call(
+        &self,
+        name: String,
+        context: Option<String>,
+        payload: String,
+    ) -> Result<Option<String>> {
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let fingerprint = crate::hashing::fingerprint_of(&name, Some(&payload));
+            let key = crate::hashing::derived_key(&name, context.as_deref(), &payload);
+            self.peek(&key, &fingerprint)
+        }));
+        Ok(found.ok().flatten().map(|hit| match hit {
+            ReplayHit { error: Some(e), .. } => format!("e{e}"),
+            ReplayHit {
+                result: Some(r), ..
+            } => format!("r{r}"),
+            ReplayHit { result: None, .. } => "u".to_string(),
+        }))
+    }
+
     fn peek(&self, key: &str, fingerprint: &str) -> Option<ReplayHit> {
         let Scope::Project(ns) = &self.inner.scope else {
             return None;

@@ -5,37 +5,43 @@
 -- one batch are distinct (ON CONFLICT cannot touch one row twice in one statement).
 -- A settled row past its expires_at counts as absent. A pending row never expires (its
 -- expires_at is set when it settles): a dead owner's claim is always a takeover.
--- `cur` is each key's row as this statement's snapshot shows it. When that row refuses
--- the claim for sure (completed, another fingerprint, a live lease), nothing is inserted
--- or locked: a replay only reads. Otherwise INSERT … ON CONFLICT decides on the newest
--- committed version of the row (waiting for a concurrent writer), applying the same rule;
--- rows are claimed in key order, so two batches never wait on each other in a cycle.
--- One row per claim, in the order given (`n`): `acquired`; or the record in the way, as
--- the snapshot showed it (`status` not null: the caller checks it against the rule, since
--- the row may have changed after the snapshot); or neither (a row appeared after the
--- snapshot: the caller sends that claim again).
+-- `cur` is each claim with its key's row as this statement's snapshot shows it (c_*,
+-- NULL when there is none), and `refuses`: the claim rule applied to that row on this
+-- statement's clock. When the row refuses the claim (completed, another fingerprint, a
+-- live lease), nothing is inserted or locked: a replay only reads. Otherwise INSERT … ON
+-- CONFLICT decides on the newest committed version of the row (waiting for a concurrent
+-- writer), applying the same rule; rows are claimed in key order, so two batches never
+-- wait on each other in a cycle.
+-- The answer, by key (no order): a row with `acquired` for each claim made; a row with
+-- `acquired` false and the record in the way, as the snapshot showed it, for each claim
+-- the snapshot's row refused; and no row for a claim that was neither: its row appeared
+-- or changed after the snapshot (a writer this statement waited for settled it), so the
+-- snapshot's row is stale, never an answer (an expired record would be replayed): the
+-- caller sends that claim again, with a new snapshot.
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
-), input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::boolean[], $7::text[])
-    WITH ORDINALITY AS i(key, name, fingerprint, token, lease_ms, force, meta, n)
 ), cur AS (
-  SELECT i.n, c.* FROM input AS i JOIN {table} AS c ON c.key = i.key
+  SELECT i.key, i.name, i.fingerprint, i.token, i.lease_ms, i.force, i.meta, now.ms AS now,
+         c.name AS c_name, c.fingerprint AS c_fingerprint, c.status AS c_status, c.result AS c_result,
+         c.error AS c_error, c.attempts AS c_attempts, c.created_at AS c_created_at,
+         c.updated_at AS c_updated_at, c.expires_at AS c_expires_at,
+         c.lease_expires_at AS c_lease_expires_at, c.meta AS c_meta, c.duration_ms AS c_duration_ms,
+         NOT (c.status <> 'pending' AND coalesce(c.expires_at <= now.ms, false))
+         AND c.status <> 'failed'
+         AND (c.status = 'completed' OR c.fingerprint <> i.fingerprint
+              OR (coalesce(c.lease_expires_at > now.ms, false) AND NOT i.force)) AS refuses
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::boolean[], $7::text[])
+         AS i(key, name, fingerprint, token, lease_ms, force, meta)
+  CROSS JOIN now
+  LEFT JOIN {table} AS c ON c.key = i.key
 ), claimed AS (
   INSERT INTO {table} AS r (key, name, fingerprint, status, token, settled_token, result, error, attempts,
                             taken_over, created_at, updated_at, expires_at, lease_expires_at, meta, duration_ms)
-  SELECT i.key, i.name, i.fingerprint, 'pending', i.token, NULL, NULL, NULL, 1,
-         false, now.ms, now.ms, NULL, now.ms + i.lease_ms, i.meta, NULL
-  FROM input AS i, now
-  WHERE NOT EXISTS (
-    SELECT 1 FROM cur
-    WHERE cur.n = i.n
-      AND NOT (cur.status <> 'pending' AND coalesce(cur.expires_at <= now.ms, false))
-      AND cur.status <> 'failed'
-      AND (cur.status = 'completed' OR cur.fingerprint <> i.fingerprint
-           OR (coalesce(cur.lease_expires_at > now.ms, false) AND NOT i.force))
-  )
-  ORDER BY i.key
+  SELECT cur.key, cur.name, cur.fingerprint, 'pending', cur.token, NULL, NULL, NULL, 1,
+         false, cur.now, cur.now, NULL, cur.now + cur.lease_ms, cur.meta, NULL
+  FROM cur
+  WHERE cur.refuses IS NOT TRUE -- no row (NULL), or one the rule lets this claim take
+  ORDER BY cur.key
   ON CONFLICT (key) DO UPDATE SET
     name = excluded.name,
     fingerprint = excluded.fingerprint,
@@ -62,18 +68,20 @@ WITH now AS (
      OR r.status = 'failed'
      OR (r.status = 'pending' AND r.fingerprint = excluded.fingerprint
          AND (NOT coalesce(r.lease_expires_at > excluded.updated_at, false)
-              OR EXISTS (SELECT 1 FROM input AS f WHERE f.key = excluded.key AND f.force)))
+              OR EXISTS (SELECT 1 FROM cur AS f WHERE f.key = excluded.key AND f.force)))
   RETURNING r.key, r.attempts, r.taken_over
 )
-SELECT i.n, claimed.key IS NOT NULL AS acquired,
-       coalesce(claimed.attempts, cur.attempts) AS attempts, coalesce(claimed.taken_over, false) AS taken_over,
-       now.ms AS now,
-       cur.name, cur.fingerprint, cur.status, cur.result,
-       cur.error, cur.created_at, cur.updated_at,
-       cur.expires_at, cur.lease_expires_at, cur.meta,
-       cur.duration_ms
-FROM input AS i
-CROSS JOIN now
-LEFT JOIN claimed ON claimed.key = i.key
-LEFT JOIN cur ON cur.n = i.n
-ORDER BY i.n
+SELECT claimed.key, true AS acquired, claimed.attempts, claimed.taken_over,
+       NULL::text AS name, NULL::text AS fingerprint, NULL::text AS status, NULL::text AS result,
+       NULL::text AS error, NULL::bigint AS created_at, NULL::bigint AS updated_at,
+       NULL::bigint AS expires_at, NULL::bigint AS lease_expires_at, NULL::text AS meta,
+       NULL::double precision AS duration_ms
+FROM claimed
+UNION ALL
+SELECT cur.key, false, cur.c_attempts, false,
+       cur.c_name, cur.c_fingerprint, cur.c_status, cur.c_result,
+       cur.c_error, cur.c_created_at, cur.c_updated_at,
+       cur.c_expires_at, cur.c_lease_expires_at, cur.c_meta,
+       cur.c_duration_ms
+FROM cur
+WHERE cur.refuses

@@ -2,16 +2,22 @@
 -- A single settle (and idempotentTx's) is a batch of one.
 -- $1 keys  $2 tokens  $3 'completed' or 'failed'  $4 result texts  $5 error texts
 -- $6 ttl ms (NULL: none)  $7 duration ms: arrays of one length; the keys are distinct.
--- One row per settle, in the order given (`n`): `settled` is true when this statement
--- settled the claim, or when this very settle was applied before (its reply lost with a
--- connection). Settling a claim that a 'block' waiter marked (watch.sql) sends NOTIFY
--- (delivered at commit), so the waiter looks again at once; unwatched settles send none
--- (NOTIFY serialises commits server-wide).
+-- The answer, by key (no order): `settled` true for each claim this statement settled;
+-- for each claim whose row this statement's snapshot did not show pending under its
+-- token, `settled` says whether this very settle was applied before (its reply lost with
+-- a connection); and no row for a claim that was neither: the snapshot showed it pending
+-- under its token, yet the UPDATE (which decides on the newest version of the row) did
+-- not settle it: the row changed after the snapshot (the UPDATE waited for its writer,
+-- perhaps this very settle's first attempt), so the snapshot cannot tell whether this
+-- settle was applied: the caller sends it again, with a new snapshot.
+-- Settling a claim that a 'block' waiter marked (watch.sql) sends NOTIFY (delivered at
+-- commit), so the waiter looks again at once; unwatched settles send none (NOTIFY
+-- serialises commits server-wide).
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
 ), input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::double precision[])
-    WITH ORDINALITY AS i(key, token, status, result, error, ttl_ms, duration_ms, n)
+    AS i(key, token, status, result, error, ttl_ms, duration_ms)
 ), settled AS (
   UPDATE {table} AS r
   SET status = i.status, token = NULL, settled_token = i.token, result = i.result, error = i.error,
@@ -25,11 +31,13 @@ WITH now AS (
   FROM settled
   WHERE settled.watched
 )
-SELECT i.n,
-       EXISTS (SELECT 1 FROM settled WHERE settled.key = i.key)
-       OR EXISTS (SELECT 1 FROM {table} AS p
-                  WHERE p.key = i.key AND p.status = i.status AND p.settled_token = i.token
-                    AND p.result IS NOT DISTINCT FROM i.result AND p.error IS NOT DISTINCT FROM i.error) AS settled,
-       (SELECT count(*) FROM notified) AS notified
+SELECT settled.key, true AS settled, (SELECT count(*) FROM notified) AS notified
+FROM settled
+UNION ALL
+SELECT i.key,
+       coalesce(p.status = i.status AND p.settled_token = i.token
+                AND p.result IS NOT DISTINCT FROM i.result AND p.error IS NOT DISTINCT FROM i.error, false),
+       0
 FROM input AS i
-ORDER BY i.n
+LEFT JOIN {table} AS p ON p.key = i.key
+WHERE NOT coalesce(p.status = 'pending' AND p.token = i.token, false)
