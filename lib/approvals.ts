@@ -22,12 +22,15 @@
  * `<key>|turn` (name `approval:turn:<tool>`), binds it to that turn.
  */
 
+import { APPROVAL_NAME_PREFIX, PAST, decisionName, parseDecisionName } from './approval-names.js';
 import { Unencodable, canonicalJson } from './canonical.js';
 import { defaultStore } from './default-store.js';
 import { ApprovalConflictError, asStoreError } from './errors.js';
 import { type IdempotencyEventType, publish } from './events.js';
 import * as native from './native.js';
 import type { IdempotencyRecord, RecordMeta, Store } from './store.js';
+
+export { APPROVAL_NAME_PREFIX, decisionName, parseDecisionName };
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -119,26 +122,12 @@ export interface DecisionToRecord extends CallIdentity {
 
 export type RecordOutcome = { outcome: 'recorded' | 'same' | 'conflict'; stored: StoredDecision };
 
-/** Names and fingerprints of the scheme. */
-export const APPROVAL_NAME_PREFIX = 'approval:';
+/** Names and fingerprints of the scheme (the names: approval-names.ts). */
 const REJECTED = 'approval:rejected';
 const APPROVED = 'approval:approved:';
 const TURN = 'approval:turn:';
 /** How long a writer's claim on a decision lives: it completes it at once, so this only matters if it died in between. */
 const CLAIM_MS = 30_000;
-
-const PAST: Record<ApprovalDecision, 'approved' | 'edited' | 'rejected'> = { approve: 'approved', edit: 'edited', reject: 'rejected' };
-
-/** The record name of a decision: `approval:<approved|edited|rejected>:<tool>`. */
-export function decisionName(decision: ApprovalDecision, toolName: string): string {
-  return `${APPROVAL_NAME_PREFIX}${PAST[decision]}:${toolName}`;
-}
-
-/** A record name of the scheme, read back: which decision, which tool (undefined for other names). */
-export function parseDecisionName(name: string): { decision: 'approved' | 'edited' | 'rejected' | 'turn'; toolName: string } | undefined {
-  const m = /^approval:(approved|edited|rejected|turn):(.*)$/s.exec(name);
-  return m === null ? undefined : { decision: m[1] as 'approved' | 'edited' | 'rejected' | 'turn', toolName: m[2] };
-}
 
 /** The key of a call's decision. */
 export function approvalKey(call: CallIdentity): string {

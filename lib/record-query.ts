@@ -4,7 +4,7 @@
  * the page so that one filter means one thing in both.
  */
 
-import { parseDecisionName } from './approvals.js';
+import { parseDecisionName } from './approval-names.js';
 import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isKeyIdSecretRecord, keyIdWith } from './key-id.js';
 import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 

@@ -16,7 +16,7 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
-import { parseDecisionName } from '../approvals.js';
+import { parseDecisionName } from '../approval-names.js';
 import { keyIdSecret, keyIdWith } from '../key-id.js';
 import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
 import type { Store } from '../store.js';
