@@ -113,7 +113,7 @@ describe('RedisStore', () => {
   it('an ACL user limited to the commands it needs can run every operation', async () => {
     const s = await server();
     // The list the README documents for a least-privilege user.
-    const commands = '+evalsha +script|load +time +hgetall +hmget +hset +hdel +del +pexpireat +persist +scan +unlink';
+    const commands = '+set +get +pexpiretime +evalsha +script|load +time +type +hgetall +hmget +scan +unlink';
     const set = await redisCommand(s.port, `ACL SETUSER tool on >tool-pass ~idem:* ${commands}`);
     expect(set).toBe('+OK');
     const store = new RedisStore({ url: `redis://tool:tool-pass@127.0.0.1:${s.port}`, prefix: 'idem:' });

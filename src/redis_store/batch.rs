@@ -3,8 +3,9 @@
 //! promise, settled by one callback into JavaScript.
 //!
 //! On one server, a batch is one pipeline: one write, one reply to wait for, one Tokio
-//! task, however many calls it holds (the replay reads of an acquire batch first, then
-//! the claim scripts of the calls they did not answer). Per call, that saves the task,
+//! task, however many calls it holds (an acquire batch's `SET NX GET`s first, then, in a
+//! second pipeline, the claim scripts of the calls whose key was taken by a record that
+//! is not completed). Per call, that saves the task,
 //! the timer and the trip through the multiplexed connection's queue that a call of its
 //! own costs, which is most of the client's time for a replay. Each call keeps its own
 //! outcome or error: the pipeline reports a server error per command.
@@ -23,7 +24,7 @@ use crate::failure::{StoreFailure, StoreResult};
 use crate::record::{SettleRequest, COMPLETED};
 use crate::token::new_token;
 
-use super::{claim_args, replay_read, scripts, settle_args, settle_what, Inner};
+use super::{claim_args, scripts, settle_args, settle_what, Inner};
 
 pub async fn acquire(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireReply> {
     let results = if inner.conn.is_cluster() {
@@ -46,51 +47,51 @@ pub async fn complete(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<Se
     results.into_iter().map(SettleReply::from).collect()
 }
 
-/// The acquires of a batch on one server: the replay reads (when the store leans towards
-/// reading first) in one pipeline, then the claims the reads left open in another.
+/// The acquires of a batch on one server: every `SET NX GET` in one pipeline, then the
+/// claim scripts of the calls those did not answer in another.
 async fn acquire_pipelined(
     inner: &Inner,
     requests: &[AcquireRequest],
 ) -> Vec<StoreResult<AcquireOutcome>> {
     const WHAT: &str = "Redis acquire failed";
-    let mut out: Vec<Option<StoreResult<AcquireOutcome>>> = requests.iter().map(|_| None).collect();
-    if inner.bias.read_first() {
-        let reads = requests
-            .iter()
-            .map(|r| replay_read(&inner.redis_key(&r.key)))
-            .collect();
-        // The reads are only a shortcut: when they fail, the claim scripts decide.
-        if let Ok(replies) = pipeline(inner, WHAT, reads).await {
-            for ((slot, req), reply) in out.iter_mut().zip(requests).zip(replies) {
-                if let Ok(Ok(Some(record))) =
-                    reply.map(|v| inner.completed_from(WHAT, &req.key, &v))
-                {
-                    let replay = super::refused_by(record);
-                    inner.bias.saw(&replay);
-                    *slot = Some(Ok(replay));
-                }
-            }
-        }
+    let tokens: Vec<String> = requests.iter().map(|_| new_token()).collect();
+    let claims = requests
+        .iter()
+        .zip(&tokens)
+        .map(|(r, token)| inner.claim_command(r, token))
+        .collect();
+    let replies = match pipeline(inner, WHAT, claims).await {
+        Ok(replies) => replies,
+        Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let mut out: Vec<Option<StoreResult<AcquireOutcome>>> = Vec::with_capacity(requests.len());
+    for ((req, token), reply) in requests.iter().zip(&tokens).zip(replies) {
+        out.push(match reply {
+            Ok(v) => inner.claim_command_outcome(WHAT, req, token, v).transpose(),
+            Err(NoScript) => Some(Err(inner.malformed(WHAT, "NOSCRIPT to a SET"))),
+            Err(Failed(e)) => Some(Err(e)),
+        });
     }
     let open: Vec<usize> = (0..requests.len()).filter(|&i| out[i].is_none()).collect();
     if !open.is_empty() {
-        let tokens: Vec<String> = open.iter().map(|_| new_token()).collect();
         let calls = open
             .iter()
-            .zip(&tokens)
-            .map(|(&i, token)| (requests[i].key.as_str(), claim_args(&requests[i], token)))
+            .map(|&i| {
+                (
+                    requests[i].key.as_str(),
+                    claim_args(&requests[i], &tokens[i]),
+                )
+            })
             .collect();
-        let replies = run_scripts(inner, WHAT, scripts::acquire(), calls).await;
-        for ((&i, token), reply) in open.iter().zip(tokens).zip(replies) {
-            let outcome = reply.and_then(|v| inner.claim_outcome(WHAT, &requests[i], token, &v));
-            if let Ok(o) = &outcome {
-                inner.bias.saw(o);
-            }
-            out[i] = Some(outcome);
+        let replies = run_scripts(inner, WHAT, scripts::claim(), calls).await;
+        for (&i, reply) in open.iter().zip(replies) {
+            let token = tokens[i].clone();
+            out[i] =
+                Some(reply.and_then(|v| inner.claim_script_outcome(WHAT, &requests[i], token, &v)));
         }
     }
     out.into_iter()
-        .map(|r| r.expect("every request was answered by a read or a claim"))
+        .map(|r| r.expect("every request was answered by its SET NX or its claim script"))
         .collect()
 }
 
@@ -114,9 +115,9 @@ async fn run_scripts(
     inner: &Inner,
     what: &str,
     script: &'static redis::Script,
-    calls: Vec<(&str, Vec<String>)>,
+    calls: Vec<(&str, Vec<Vec<u8>>)>,
 ) -> Vec<StoreResult<Value>> {
-    let evalsha = |(key, args): &(&str, Vec<String>)| {
+    let evalsha = |(key, args): &(&str, Vec<Vec<u8>>)| {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash())
             .arg(1)
@@ -165,6 +166,7 @@ async fn run_scripts(
     replies
         .into_iter()
         .map(|reply| match reply {
+            Ok(Value::ServerError(e)) => Err(inner.server_failure(what, &e)),
             Ok(v) => Ok(v),
             Err(Failed(e)) => Err(e),
             Err(NoScript) => Err(inner.conn.target.failure(
@@ -184,7 +186,8 @@ enum CommandError {
 use CommandError::{Failed, NoScript};
 
 /// `commands` in one pipeline, one round trip: each command's reply or server error, in
-/// order. Err when the round trip itself failed (no connection, no answer in time).
+/// order (WRONGTYPE as its `Value::ServerError`: the caller decides what it means). Err
+/// when the round trip itself failed (no connection, no answer in time).
 async fn pipeline(
     inner: &Inner,
     what: &str,
@@ -212,7 +215,8 @@ async fn pipeline(
         .into_iter()
         .map(|v| match v {
             Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => Err(NoScript),
-            Value::ServerError(e) => Err(Failed(inner.conn.target.failure(what, e.to_string()))),
+            v if super::wrong_type(&v) => Ok(v),
+            Value::ServerError(e) => Err(Failed(inner.server_failure(what, &e))),
             v => Ok(v),
         })
         .collect())
