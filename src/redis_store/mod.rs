@@ -24,6 +24,8 @@ mod batch;
 mod connection;
 mod legacy;
 mod listing;
+#[cfg(test)]
+mod migration_tests;
 mod record;
 mod scripts;
 #[cfg(test)]

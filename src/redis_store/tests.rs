@@ -13,7 +13,7 @@ use super::*;
 
 const SECRET: &str = "s3cret-Pa55word";
 
-fn redis_url() -> String {
+pub(super) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/15".into())
 }
 
@@ -35,19 +35,25 @@ fn store_at(url: &str, prefix: &str) -> NativeRedisStore {
     NativeRedisStore::from_options(options(url, prefix)).expect("store options")
 }
 
-fn store() -> (NativeRedisStore, String) {
+pub(super) fn store() -> (NativeRedisStore, String) {
     let prefix = unique_prefix();
     (store_at(&redis_url(), &prefix), prefix)
 }
 
-fn admin(url: &str) -> redis::Connection {
+pub(super) fn admin(url: &str) -> redis::Connection {
     redis::Client::open(url)
         .expect("url")
         .get_connection()
         .expect("Redis must be reachable for these tests")
 }
 
-fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> AcquireRequest {
+pub(super) fn req(
+    key: &str,
+    fp: &str,
+    lease_ms: f64,
+    ttl_ms: Option<f64>,
+    force: bool,
+) -> AcquireRequest {
     AcquireRequest {
         key: key.into(),
         name: "charge".into(),
@@ -59,7 +65,7 @@ fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> 
     }
 }
 
-fn settle_req(
+pub(super) fn settle_req(
     key: &str,
     token: &str,
     result: Option<&str>,
@@ -502,6 +508,202 @@ async fn claim_table_on_a_real_server() {
     assert_eq!(st.get("d".into()).await.unwrap().unwrap().status, "pending");
 
     assert!(st.clear(None).await.unwrap() >= 3);
+}
+
+/// The key's PEXPIRETIME.
+fn pexpiretime(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+/// Waits (polling, not guessing) until the server's clock has passed `at`.
+async fn server_passes(st: &Inner, at: i64) {
+    while st.server_time("time").await.unwrap() <= at {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn a_claims_lease_is_timed_by_the_servers_clock_through_its_expiry() {
+    let (s, prefix) = store();
+    let mut con = admin(&redis_url());
+    let st = &s.inner;
+    let before = st.server_time("time").await.unwrap();
+    let a = st
+        .acquire(req("k", "fp", 5_000.0, None, false))
+        .await
+        .unwrap();
+    let after = st.server_time("time").await.unwrap();
+    assert!(a.acquired);
+    // The claim carries no time of any clock: its times are empty, and its key's expiry
+    // (set by the server) says when it was made.
+    let raw: Vec<u8> = redis::cmd("GET")
+        .arg(format!("{prefix}k"))
+        .query(&mut con)
+        .unwrap();
+    let head = format!("idt2p{}1,5000,,,,,;", a.token.as_deref().unwrap());
+    assert!(
+        raw.starts_with(head.as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+    let claimed = pexpiretime(&mut con, &format!("{prefix}k")) - record::CLAIM_PX;
+    assert!(
+        (before..=after).contains(&claimed),
+        "{before} <= {claimed} <= {after}"
+    );
+    let r = st.get("k".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (r.created_at, r.updated_at),
+        (claimed as f64, claimed as f64)
+    );
+    assert_eq!(r.lease_expires_at, Some((claimed + 5_000) as f64));
+
+    // While the server's clock is before the lease's end, the claim holds; once past it,
+    // the next call takes it over.
+    let b = st
+        .acquire(req("short", "fp", 30.0, None, false))
+        .await
+        .unwrap();
+    let end = st
+        .get("short".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at
+        .unwrap() as i64;
+    let early = st
+        .acquire(req("short", "fp", 30.0, None, false))
+        .await
+        .unwrap();
+    if st.server_time("time").await.unwrap() < end {
+        assert!(
+            !early.acquired,
+            "taken over before the server's clock reached the lease's end"
+        );
+    }
+    server_passes(st, end).await;
+    let c = st
+        .acquire(req("short", "fp", 30.0, None, false))
+        .await
+        .unwrap();
+    assert!(c.acquired && c.taken_over && c.attempts == 2);
+    // The first owner is fenced: its renewal and its settle are refused.
+    let stale = b.token.unwrap();
+    assert!(!st.renew("short".into(), stale.clone(), 30.0).await.unwrap());
+    assert!(!st
+        .settle(
+            COMPLETED,
+            settle_req("short", &stale, Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    st.clear(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pending_record_never_expires_while_unresolved() {
+    let (s, prefix) = store();
+    let mut con = admin(&redis_url());
+    let st = &s.inner;
+    let key = |k: &str| format!("{prefix}{k}");
+
+    // A SET NX claim: its key's expiry is CLAIM_PX after the claim (31,700 years).
+    let a = st
+        .acquire(req("a", "fp", 60_000.0, Some(1.0), false))
+        .await
+        .unwrap();
+    assert_claim_expiry(pttl(&mut con, &key("a")));
+    // Renewed: the times are written out and the expiry is gone; the record now outlives
+    // any PX, and still shows when it was claimed.
+    let created = st.get("a".into()).await.unwrap().unwrap().created_at;
+    assert!(st
+        .renew("a".into(), a.token.clone().unwrap(), 60_000.0)
+        .await
+        .unwrap());
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+    let r = st.get("a".into()).await.unwrap().unwrap();
+    assert_eq!(r.created_at, created);
+    assert!(r.lease_expires_at.unwrap() >= created + 60_000.0);
+    // Claimed by 'retry', taken over, released: never an expiry either.
+    assert!(
+        st.acquire(req("a", "fp", 1.0, None, true))
+            .await
+            .unwrap()
+            .acquired
+    );
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+    let end = st
+        .get("a".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at
+        .unwrap() as i64;
+    server_passes(st, end).await;
+    let t = st
+        .acquire(req("a", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(t.acquired && t.taken_over && t.attempts == 3);
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+    assert_eq!(
+        st.get("a".into()).await.unwrap().unwrap().created_at,
+        created
+    );
+    assert!(st.release("a".into()).await.unwrap());
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+
+    // However old a dead owner's SET NX claim is (here ten days, by moving its expiry), it
+    // is taken over (reconcile is asked), never claimed as new.
+    let b = st
+        .acquire(req("b", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(b.acquired);
+    let ten_days_ago = st.server_time("time").await.unwrap() - 10 * 24 * 3600 * 1000;
+    let _: () = redis::cmd("PEXPIREAT")
+        .arg(key("b"))
+        .arg(ten_days_ago + record::CLAIM_PX)
+        .query(&mut con)
+        .unwrap();
+    let r = st.get("b".into()).await.unwrap().unwrap();
+    assert_eq!(r.created_at as i64, ten_days_ago);
+    let o = st
+        .acquire(req("b", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(o.acquired && o.taken_over && o.attempts == 2);
+    assert_eq!(
+        st.get("b".into()).await.unwrap().unwrap().created_at as i64,
+        ten_days_ago
+    );
+
+    // A claim whose expiry was removed by hand (so when it was made is unknown) is taken
+    // over too: never a claim stuck for good, never a fresh one.
+    assert!(
+        st.acquire(req("c", "fp", 60_000.0, None, false))
+            .await
+            .unwrap()
+            .acquired
+    );
+    let _: () = redis::cmd("PERSIST").arg(key("c")).query(&mut con).unwrap();
+    let o = st
+        .acquire(req("c", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(o.acquired && o.taken_over && o.attempts == 2);
+
+    // ttlMs counts from the settle.
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("c", &o.token.unwrap(), Some("1"), None, Some(60_000.0))
+        )
+        .await
+        .unwrap());
+    let ttl = pttl(&mut con, &key("c"));
+    assert!(ttl > 59_000 && ttl <= 60_000, "{ttl}");
+    st.clear(None).await.unwrap();
 }
 
 #[tokio::test]

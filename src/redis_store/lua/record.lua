@@ -45,9 +45,16 @@ end
 local function fill_times(key, r, now)
   if r.created then return end
   local at = redis.call('PEXPIRETIME', key)
-  if at > 0 then at = at - CLAIM_PX else at = now end
-  r.created, r.updated = at, at
-  if r.status == 'p' and not r.lease_until then r.lease_until = at + (r.lease_ms or 0) end
+  if at > 0 then
+    at = at - CLAIM_PX
+    r.created, r.updated = at, at
+    if r.status == 'p' then r.lease_until = at + (r.lease_ms or 0) end
+  else
+    -- Its expiry was removed by hand (PERSIST): when it was made is unknown, and its lease
+    -- counts as run out, so the claim is taken over (reconcile asked), never stuck for good.
+    r.created, r.updated = now, now
+    if r.status == 'p' then r.lease_until = 0 end
+  end
 end
 
 local function encode(r)
