@@ -38,7 +38,9 @@ export class RedisStore extends NativeBackedStore {
       // On one server, acquire and complete go to Rust in batches: one crossing per turn of
       // the loop. Not on a cluster: a batch answers when its slowest call does, and there
       // one node's trouble (a failover) must not hold up calls on the other primaries.
-      const raw = new native.NativeRedisStore(checked);
+      // Under Node.js, a plain redis:// server's connection runs on this thread's own
+      // event loop (no thread hop per call); elsewhere (Bun, Deno) the Tokio transport.
+      const raw = new native.NativeRedisStore({ ...checked, onLoop: underNode() });
       store = checked.cluster ? raw : batched(raw);
     } catch (err) {
       throw new TypeError(`RedisStore: ${(err as Error).message}`);
@@ -54,6 +56,12 @@ export class RedisStore extends NativeBackedStore {
   get [RECORDS_PLACE](): string {
     return this.#place;
   }
+}
+
+/** Whether this runtime is Node.js itself, whose libuv the native store may drive. */
+function underNode(): boolean {
+  const g = globalThis as { Bun?: unknown; Deno?: unknown };
+  return typeof process === 'object' && typeof process.versions?.node === 'string' && g.Bun === undefined && g.Deno === undefined;
 }
 
 function checkOptions(options: RedisStoreOptions) {

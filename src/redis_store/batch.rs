@@ -117,14 +117,8 @@ async fn run_scripts(
     script: &'static redis::Script,
     calls: Vec<(&str, Vec<Vec<u8>>)>,
 ) -> Vec<StoreResult<Value>> {
-    let evalsha = |(key, args): &(&str, Vec<Vec<u8>>)| {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash())
-            .arg(1)
-            .arg(inner.redis_key(key))
-            .arg(args);
-        cmd
-    };
+    let evalsha =
+        |(key, args): &(&str, Vec<Vec<u8>>)| scripts::evalsha(script, &inner.redis_key(key), args);
     let mut replies = match pipeline(inner, what, calls.iter().map(evalsha).collect()).await {
         Ok(replies) => replies,
         Err(e) => return calls.iter().map(|_| Err(e.clone())).collect(),

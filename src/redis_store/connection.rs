@@ -398,6 +398,11 @@ impl Conn {
         }
     }
 
+    /// The connect and command timeouts.
+    pub fn timeouts(&self) -> (Duration, Duration) {
+        (self.connect_timeout, self.command_timeout)
+    }
+
     /// The bound on one round trip, connecting included.
     pub fn deadline(&self) -> Duration {
         self.connect_timeout + self.command_timeout

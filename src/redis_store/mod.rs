@@ -26,6 +26,11 @@ mod legacy;
 mod listing;
 #[cfg(test)]
 mod migration_tests;
+#[cfg(unix)]
+mod on_loop;
+#[cfg(not(unix))]
+#[path = "on_loop/unsupported.rs"]
+mod on_loop;
 mod record;
 mod scripts;
 #[cfg(test)]
@@ -35,6 +40,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
+use napi::Env;
 use napi_derive::napi;
 use redis::{Cmd, Value};
 
@@ -62,6 +68,9 @@ pub struct RedisOptions {
     pub command_timeout_ms: Option<f64>,
     /// `url` is one node of a Redis Cluster (any node: the rest are discovered from it).
     pub cluster: Option<bool>,
+    /// INTERNAL (set by lib/redis-store.ts): the JavaScript runtime is Node.js, whose
+    /// event loop the store may drive its connection on (see `on_loop`).
+    pub on_loop: Option<bool>,
 }
 
 struct Inner {
@@ -72,6 +81,55 @@ struct Inner {
 #[napi]
 pub struct NativeRedisStore {
     inner: Arc<Inner>,
+    /// The transport on the JavaScript thread's event loop, when the store may use it;
+    /// opened on the first call that does.
+    on_loop: LoopSlot,
+}
+
+/// The loop transport's place in the store: only ever touched on the JavaScript thread
+/// that made the store (checked), so it needs no lock.
+struct LoopSlot {
+    thread: std::thread::ThreadId,
+    wanted: bool,
+    transport: std::cell::RefCell<Option<std::rc::Rc<on_loop::OnLoop>>>,
+}
+
+// SAFETY: `transport` is only read or written on `thread` (see `LoopSlot::get`); the
+// other fields are plain data.
+unsafe impl Send for LoopSlot {}
+// SAFETY: as above.
+unsafe impl Sync for LoopSlot {}
+
+impl LoopSlot {
+    /// The loop transport, opened on first use; `None` when the store does not use one
+    /// (or when called off the JavaScript thread, which napi never does).
+    fn get(&self, env: &Env, inner: &Arc<Inner>) -> Result<Option<std::rc::Rc<on_loop::OnLoop>>> {
+        if !self.wanted || std::thread::current().id() != self.thread {
+            return Ok(None);
+        }
+        let mut slot = self.transport.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(std::rc::Rc::new(on_loop::OnLoop::new(env, inner.clone())?));
+        }
+        Ok(slot.clone())
+    }
+
+    fn close(&self) {
+        // A test build never opens one (napi's functions link only into the addon, and
+        // napi-derive registers no method in a test build), so it has none to close.
+        #[cfg(not(test))]
+        if std::thread::current().id() == self.thread {
+            if let Some(t) = self.transport.borrow().as_ref() {
+                t.close();
+            }
+        }
+    }
+}
+
+impl Drop for NativeRedisStore {
+    fn drop(&mut self) {
+        self.on_loop.close();
+    }
 }
 
 fn ms_arg(ms: f64) -> i64 {
@@ -144,6 +202,14 @@ fn settle_args(status: &str, r: &SettleRequest) -> Vec<Vec<u8>> {
         r.duration_ms
             .map(|d| (d.max(0.0).round() as i64).to_string().into_bytes())
             .unwrap_or_default(),
+    ]
+}
+
+/// The renew script's arguments (see lua/renew.lua).
+fn renew_args(token: String, lease_ms: f64) -> Vec<Vec<u8>> {
+    vec![
+        token.into_bytes(),
+        ms_arg(lease_ms).to_string().into_bytes(),
     ]
 }
 
@@ -360,10 +426,7 @@ impl Inner {
     }
 
     async fn renew(&self, key: String, token: String, lease_ms: f64) -> StoreResult<bool> {
-        let args = vec![
-            token.into_bytes(),
-            ms_arg(lease_ms).to_string().into_bytes(),
-        ];
+        let args = renew_args(token, lease_ms);
         self.flag_script("Redis renew failed", scripts::renew(), &key, args)
             .await
     }
@@ -467,9 +530,16 @@ impl NativeRedisStore {
             DEFAULT_COMMAND_TIMEOUT_MS,
         )
         .map_err(bad)?;
-        let conn = Conn::new(target, options.cluster.unwrap_or(false), connect, command)?;
+        let cluster = options.cluster.unwrap_or(false);
+        let wanted = options.on_loop == Some(true) && on_loop::available(&target, cluster);
+        let conn = Conn::new(target, cluster, connect, command)?;
         Ok(NativeRedisStore {
             inner: Arc::new(Inner { conn, prefix }),
+            on_loop: LoopSlot {
+                thread: std::thread::current().id(),
+                wanted,
+                transport: std::cell::RefCell::new(None),
+            },
         })
     }
 
@@ -503,29 +573,51 @@ impl NativeRedisStore {
     }
 
     /// Every acquire issued in one turn of the event loop, in one crossing (see `batch`).
-    #[napi]
-    pub async fn acquire_batch(
+    #[napi(ts_return_type = "Promise<Array<AcquireReply>>")]
+    pub fn acquire_batch<'env>(
         &self,
+        env: &'env Env,
         requests: Vec<AcquireRequest>,
-    ) -> Result<Vec<batch::AcquireReply>> {
+    ) -> Result<PromiseRaw<'env, Vec<batch::AcquireReply>>> {
+        if let Some(l) = self.on_loop.get(env, &self.inner)? {
+            return l.acquire_batch(env, requests);
+        }
         let inner = self.inner.clone();
-        guarded(async move { Ok(batch::acquire(inner, requests).await) }).await
+        env.spawn_future(guarded(
+            async move { Ok(batch::acquire(inner, requests).await) },
+        ))
     }
 
     /// Every complete issued in one turn of the event loop, in one crossing.
-    #[napi]
-    pub async fn complete_batch(
+    #[napi(ts_return_type = "Promise<Array<SettleReply>>")]
+    pub fn complete_batch<'env>(
         &self,
+        env: &'env Env,
         requests: Vec<SettleRequest>,
-    ) -> Result<Vec<batch::SettleReply>> {
+    ) -> Result<PromiseRaw<'env, Vec<batch::SettleReply>>> {
+        if let Some(l) = self.on_loop.get(env, &self.inner)? {
+            return l.complete_batch(env, requests);
+        }
         let inner = self.inner.clone();
-        guarded(async move { Ok(batch::complete(inner, requests).await) }).await
+        env.spawn_future(guarded(async move {
+            Ok(batch::complete(inner, requests).await)
+        }))
     }
 
-    #[napi]
-    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
-        self.with(|s| async move { s.renew(key, token, lease_ms).await })
-            .await
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn renew<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        token: String,
+        lease_ms: f64,
+    ) -> Result<PromiseRaw<'env, bool>> {
+        if let Some(l) = self.on_loop.get(env, &self.inner)? {
+            let args = renew_args(token, lease_ms);
+            return l.flag_script(env, "Redis renew failed", scripts::renew(), key, args);
+        }
+        let s = self.inner.clone();
+        env.spawn_future(guarded(async move { s.renew(key, token, lease_ms).await }))
     }
 
     #[napi]
@@ -534,10 +626,19 @@ impl NativeRedisStore {
             .await
     }
 
-    #[napi]
-    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(FAILED, request).await })
-            .await
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn fail<'env>(
+        &self,
+        env: &'env Env,
+        request: SettleRequest,
+    ) -> Result<PromiseRaw<'env, bool>> {
+        if let Some(l) = self.on_loop.get(env, &self.inner)? {
+            let args = settle_args(FAILED, &request);
+            let what = settle_what(FAILED);
+            return l.flag_script(env, what, scripts::settle(), request.key, args);
+        }
+        let s = self.inner.clone();
+        env.spawn_future(guarded(async move { s.settle(FAILED, request).await }))
     }
 
     #[napi]
@@ -577,10 +678,11 @@ impl NativeRedisStore {
         self.with(|s| async move { s.stats().await }).await
     }
 
-    /// Drops the connection. Later calls fail with "the store is closed".
-    #[napi]
-    pub async fn close(&self) -> Result<()> {
+    /// Drops the connections. Later calls fail with "the store is closed".
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        self.on_loop.close();
         self.inner.conn.close();
-        Ok(())
+        env.spawn_future(async { Ok(()) })
     }
 }

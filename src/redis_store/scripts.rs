@@ -14,7 +14,7 @@
 
 use std::sync::OnceLock;
 
-use redis::Script;
+use redis::{Cmd, Script};
 
 /// The helpers that the scripts run rarely start with (see lua/record.lua).
 const PRELUDE: &str = include_str!("lua/record.lua");
@@ -52,4 +52,11 @@ pub fn release() -> &'static Script {
 pub fn clear() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(&S, include_str!("lua/clear.lua"), true)
+}
+
+/// `script` on one record: EVALSHA with its key and arguments.
+pub fn evalsha(script: &Script, redis_key: &str, args: &[Vec<u8>]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(1).arg(redis_key).arg(args);
+    cmd
 }

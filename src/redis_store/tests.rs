@@ -28,6 +28,7 @@ fn options(url: &str, prefix: &str) -> RedisOptions {
         connect_timeout_ms: None,
         command_timeout_ms: None,
         cluster: None,
+        on_loop: None,
     }
 }
 
