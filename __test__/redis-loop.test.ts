@@ -55,6 +55,40 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
     await store.close();
   });
 
+  it('one turn\'s calls cross as one string: keys, names, metas and results of any characters arrive exactly, and a bad key fails only its own call', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    const keys = ['a;b,c:d', 'é', '😀 two units', '1:2:3', ';', ',', '-1', 'x'.repeat(1900), 'k\u0000nul', '日本語のキー'];
+    let runs = 0;
+    const names = ['n;1', 'ñame', '😀'];
+    const wrapped = names.map((name) =>
+      idempotent(async (k: string) => { runs++; return { k, text: `résumé 😀 ${k.slice(0, 8)}`, n: [1, ';', ','] }; }, { name, store, meta: () => ({ scope: `thread ✓ ${name}` }) }),
+    );
+    // Every call of the first round is made in one turn: one crossing.
+    const first = await Promise.all(
+      keys.flatMap((k) => wrapped.map((f) => f.withKey(`${f.name}/${k}`)(k).then((v) => v, (e: Error) => e))),
+    );
+    for (const v of first) expect(v).not.toBeInstanceOf(Error);
+    expect(runs).toBe(keys.length * names.length);
+    // A lone surrogate in one key fails that call alone (a TypeError naming the key); the
+    // others of the same turn go through.
+    const mixed = await Promise.all([
+      wrapped[0].withKey('bad \uD800')('x').then((v) => v, (e: Error) => e),
+      ...keys.map((k) => wrapped[1].withKey(`${wrapped[1].name}/${k}`)(k)),
+    ]);
+    expect(mixed[0]).toBeInstanceOf(TypeError);
+    expect((mixed[0] as Error).message).toMatch(/the key/);
+    expect(mixed.slice(1)).toEqual(keys.map((k) => ({ k, text: `résumé 😀 ${k.slice(0, 8)}`, n: [1, ';', ','] })));
+    expect(runs).toBe(keys.length * names.length);
+    const listed = await store.listRecords();
+    expect(listed.map((r) => r.key).sort()).toEqual(keys.flatMap((k) => names.map((n) => `${n}/${k}`)).sort());
+    for (const r of listed) {
+      expect(r.status).toBe('completed');
+      expect(r.meta).toEqual({ scope: `thread ✓ ${r.name}` });
+    }
+    await store.close();
+  });
+
   it('a server that accepts but never answers: a StoreError within the timeouts, each time', async () => {
     const silent: Server = createServer(() => {}); // the kernel completes the handshake; nothing replies
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));

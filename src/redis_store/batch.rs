@@ -1,50 +1,92 @@
-//! One crossing for a burst: `acquireBatch` and `completeBatch` take every call that the
-//! JavaScript side issued in one turn of the event loop and answer them all through one
-//! promise, settled by one callback into JavaScript.
+//! `runBatch` on the Tokio transport (TLS, or a runtime other than Node; see `on_loop`
+//! for Node's): every acquire, complete, fail and renew that the JavaScript side issued
+//! in one turn of the event loop, answered through one promise.
 //!
-//! On one server, a batch is one pipeline: one write, one reply to wait for, one Tokio
-//! task, however many calls it holds (an acquire batch's `SET NX GET`s first, then, in a
-//! second pipeline, the claim scripts of the calls whose key was taken by a record that
-//! is not completed). Per call, that saves the task,
-//! the timer and the trip through the multiplexed connection's queue that a call of its
-//! own costs, which is most of the client's time for a replay. Each call keeps its own
-//! outcome or error: the pipeline reports a server error per command.
+//! On one server, each kind is one pipeline: one write, one reply to wait for, however
+//! many calls it holds (the acquires' `SET NX GET`s, then, in a second pipeline, the
+//! claim scripts of the calls whose key was taken by a record that is not completed; the
+//! settles' scripts; the renewals'). Each call keeps its own outcome or error: the
+//! pipeline reports a server error per command.
 //!
-//! On a cluster, a batch's calls run as tasks of their own (the cluster client routes
-//! each to its key's primary), so one node's trouble holds up only the calls it owns.
+//! On a cluster (whose calls do not come in batches; this is for completeness), the
+//! acquires run as tasks of their own (the cluster client routes each to its key's
+//! primary), so one node's trouble holds up only the calls it owns.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use redis::{ServerErrorKind, Value};
 
-pub use crate::batch_reply::{AcquireReply, SettleReply};
+use super::ops::{Op, OpReply};
 use crate::claim::{AcquireOutcome, AcquireRequest};
 use crate::failure::{StoreFailure, StoreResult};
-use crate::record::{SettleRequest, COMPLETED};
+use crate::record::{COMPLETED, FAILED};
 use crate::token::new_token;
 
-use super::{claim_args, scripts, settle_args, settle_what, Inner};
+use super::{claim_args, renew_args, scripts, settle_args, settle_what, Inner};
 
-pub async fn acquire(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireReply> {
-    let results = if inner.conn.is_cluster() {
-        each(&inner, requests, |s, r| async move { s.acquire(r).await }).await
-    } else {
-        acquire_pipelined(&inner, &requests).await
-    };
-    results.into_iter().map(AcquireReply::from).collect()
-}
-
-pub async fn complete(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<SettleReply> {
-    let results = if inner.conn.is_cluster() {
-        each(&inner, requests, |s, r| async move {
-            s.settle(COMPLETED, r).await
+/// The ops of one `runBatch` on the Tokio transport (TLS, or a runtime other than Node):
+/// the acquires pipelined as `acquire` does, the settles and renewals each kind in one
+/// pipeline of scripts; the answers in the ops' order.
+pub async fn run(inner: Arc<Inner>, ops: Vec<Op>) -> Vec<OpReply> {
+    let mut out: Vec<Option<OpReply>> = ops.iter().map(|_| None).collect();
+    let acquires: Vec<(usize, AcquireRequest)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Acquire(r) => Some((i, r.clone())),
+            _ => None,
         })
-        .await
-    } else {
-        complete_pipelined(&inner, &requests).await
-    };
-    results.into_iter().map(SettleReply::from).collect()
+        .collect();
+    if !acquires.is_empty() {
+        let requests: Vec<AcquireRequest> = acquires.iter().map(|(_, r)| r.clone()).collect();
+        let results = if inner.conn.is_cluster() {
+            each(&inner, requests, |s, r| async move { s.acquire(r).await }).await
+        } else {
+            acquire_pipelined(&inner, &requests).await
+        };
+        for ((i, _), r) in acquires.iter().zip(results) {
+            out[*i] = Some(OpReply::from(r));
+        }
+    }
+    let kinds = [
+        (settle_what(COMPLETED), scripts::settle()),
+        (settle_what(FAILED), scripts::settle()),
+        ("Redis renew failed", scripts::renew()),
+    ];
+    for (what, script) in kinds {
+        let mut indices = Vec::new();
+        let mut calls: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let call = match op {
+                Op::Settle(status, r) if settle_what(status) == what => {
+                    (r.key.as_str(), settle_args(status, r))
+                }
+                Op::Renew {
+                    key,
+                    token,
+                    lease_ms,
+                } if what == "Redis renew failed" => {
+                    (key.as_str(), renew_args(token.clone(), *lease_ms))
+                }
+                _ => continue,
+            };
+            indices.push(i);
+            calls.push(call);
+        }
+        if calls.is_empty() {
+            continue;
+        }
+        let replies = run_scripts(&inner, what, script, calls).await;
+        for (i, reply) in indices.into_iter().zip(replies) {
+            out[i] = Some(OpReply::from(reply.and_then(|v| inner.flag(what, &v))));
+        }
+    }
+    out.into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| OpReply::Failed("internal error: an op left unanswered".into()))
+        })
+        .collect()
 }
 
 /// The acquires of a batch on one server: every `SET NX GET` in one pipeline, then the
@@ -92,19 +134,6 @@ async fn acquire_pipelined(
     }
     out.into_iter()
         .map(|r| r.expect("every request was answered by its SET NX or its claim script"))
-        .collect()
-}
-
-async fn complete_pipelined(inner: &Inner, requests: &[SettleRequest]) -> Vec<StoreResult<bool>> {
-    let what = settle_what(COMPLETED);
-    let calls = requests
-        .iter()
-        .map(|r| (r.key.as_str(), settle_args(COMPLETED, r)))
-        .collect();
-    run_scripts(inner, what, scripts::settle(), calls)
-        .await
-        .into_iter()
-        .map(|reply| reply.and_then(|v| inner.flag(what, &v)))
         .collect()
 }
 

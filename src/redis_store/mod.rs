@@ -31,6 +31,7 @@ mod on_loop;
 #[cfg(not(unix))]
 #[path = "on_loop/unsupported.rs"]
 mod on_loop;
+mod ops;
 mod record;
 mod scripts;
 #[cfg(test)]
@@ -572,52 +573,29 @@ impl NativeRedisStore {
         self.with(|s| async move { s.acquire(request).await }).await
     }
 
-    /// Every acquire issued in one turn of the event loop, in one crossing (see `batch`).
-    #[napi(ts_return_type = "Promise<Array<AcquireReply>>")]
-    pub fn acquire_batch<'env>(
+    /// Every acquire, complete, fail and renew issued in one turn of the event loop, in
+    /// one crossing and one string (see `ops`); on a plain server under Node, on the
+    /// JavaScript thread's own event loop (see `on_loop`).
+    #[napi(ts_return_type = "Promise<Array<string | boolean | Array<unknown>>>")]
+    pub fn run_batch<'env>(
         &self,
         env: &'env Env,
-        requests: Vec<AcquireRequest>,
-    ) -> Result<PromiseRaw<'env, Vec<batch::AcquireReply>>> {
+        ops: String,
+    ) -> Result<PromiseRaw<'env, Vec<ops::OpReply>>> {
+        let ops = ops::parse(&ops).map_err(|e| {
+            Error::from_reason(format!("internal error: a malformed batch of calls ({e})"))
+        })?;
         if let Some(l) = self.on_loop.get(env, &self.inner)? {
-            return l.acquire_batch(env, requests);
+            return l.run_batch(env, ops);
         }
         let inner = self.inner.clone();
-        env.spawn_future(guarded(
-            async move { Ok(batch::acquire(inner, requests).await) },
-        ))
+        env.spawn_future(guarded(async move { Ok(batch::run(inner, ops).await) }))
     }
 
-    /// Every complete issued in one turn of the event loop, in one crossing.
-    #[napi(ts_return_type = "Promise<Array<SettleReply>>")]
-    pub fn complete_batch<'env>(
-        &self,
-        env: &'env Env,
-        requests: Vec<SettleRequest>,
-    ) -> Result<PromiseRaw<'env, Vec<batch::SettleReply>>> {
-        if let Some(l) = self.on_loop.get(env, &self.inner)? {
-            return l.complete_batch(env, requests);
-        }
-        let inner = self.inner.clone();
-        env.spawn_future(guarded(async move {
-            Ok(batch::complete(inner, requests).await)
-        }))
-    }
-
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn renew<'env>(
-        &self,
-        env: &'env Env,
-        key: String,
-        token: String,
-        lease_ms: f64,
-    ) -> Result<PromiseRaw<'env, bool>> {
-        if let Some(l) = self.on_loop.get(env, &self.inner)? {
-            let args = renew_args(token, lease_ms);
-            return l.flag_script(env, "Redis renew failed", scripts::renew(), key, args);
-        }
-        let s = self.inner.clone();
-        env.spawn_future(guarded(async move { s.renew(key, token, lease_ms).await }))
+    #[napi]
+    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
+        self.with(|s| async move { s.renew(key, token, lease_ms).await })
+            .await
     }
 
     #[napi]
@@ -626,19 +604,10 @@ impl NativeRedisStore {
             .await
     }
 
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn fail<'env>(
-        &self,
-        env: &'env Env,
-        request: SettleRequest,
-    ) -> Result<PromiseRaw<'env, bool>> {
-        if let Some(l) = self.on_loop.get(env, &self.inner)? {
-            let args = settle_args(FAILED, &request);
-            let what = settle_what(FAILED);
-            return l.flag_script(env, what, scripts::settle(), request.key, args);
-        }
-        let s = self.inner.clone();
-        env.spawn_future(guarded(async move { s.settle(FAILED, request).await }))
+    #[napi]
+    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
+        self.with(|s| async move { s.settle(FAILED, request).await })
+            .await
     }
 
     #[napi]

@@ -1726,6 +1726,79 @@ async fn any_result_and_error_text_is_kept_byte_for_byte() {
     st.clear(None).await.unwrap();
 }
 
+/// One acquire's answer in a batch (`batch::run`): its outcome, or its failure.
+struct AcquireAnswer {
+    outcome: Option<AcquireOutcome>,
+    error: Option<String>,
+}
+
+/// One settle's answer in a batch.
+struct SettleAnswer {
+    settled: Option<bool>,
+    error: Option<String>,
+}
+
+/// `batch::run` with acquires only.
+async fn acquire_batch(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireAnswer> {
+    let ops = requests.into_iter().map(ops::Op::Acquire).collect();
+    batch::run(inner, ops)
+        .await
+        .into_iter()
+        .map(|reply| match reply {
+            ops::OpReply::Claimed {
+                token,
+                attempts,
+                taken_over,
+            } => AcquireAnswer {
+                outcome: Some(claimed(token, attempts, taken_over)),
+                error: None,
+            },
+            ops::OpReply::Refused(r) => AcquireAnswer {
+                outcome: Some(refused_by_native(*r)),
+                error: None,
+            },
+            ops::OpReply::Failed(e) => AcquireAnswer {
+                outcome: None,
+                error: Some(e),
+            },
+            ops::OpReply::Flag(_) => panic!("an acquire answered with a flag"),
+        })
+        .collect()
+}
+
+fn refused_by_native(record: NativeRecord) -> AcquireOutcome {
+    AcquireOutcome {
+        acquired: false,
+        token: None,
+        attempts: record.attempts,
+        taken_over: false,
+        record: Some(record),
+    }
+}
+
+/// `batch::run` with completes only.
+async fn complete_batch(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<SettleAnswer> {
+    let ops = requests
+        .into_iter()
+        .map(|r| ops::Op::Settle(COMPLETED, r))
+        .collect();
+    batch::run(inner, ops)
+        .await
+        .into_iter()
+        .map(|reply| match reply {
+            ops::OpReply::Flag(b) => SettleAnswer {
+                settled: Some(b),
+                error: None,
+            },
+            ops::OpReply::Failed(e) => SettleAnswer {
+                settled: None,
+                error: Some(e),
+            },
+            _ => panic!("a settle answered with an acquire's answer"),
+        })
+        .collect()
+}
+
 /// A completed record at `key` with result `result`.
 async fn completed(s: &NativeRedisStore, key: &str, result: &str) {
     let w = s
@@ -1779,7 +1852,7 @@ async fn a_batch_claims_with_set_nx_and_scripts_only_what_is_in_the_way() {
         .unwrap();
 
     let watch = monitor(server.port);
-    let replies = batch::acquire(
+    let replies = acquire_batch(
         s.inner.clone(),
         vec![
             req("done", "fp", 10_000.0, None, false),
@@ -1827,7 +1900,7 @@ async fn a_batch_claims_with_set_nx_and_scripts_only_what_is_in_the_way() {
     );
 
     let token = claimed.token.clone().unwrap();
-    let settled = batch::complete(
+    let settled = complete_batch(
         s.inner.clone(),
         vec![
             settle_req("new", &token, Some("7"), None, None),
@@ -1852,18 +1925,18 @@ async fn a_batch_claims_with_set_nx_and_scripts_only_what_is_in_the_way() {
 async fn a_batch_loads_its_scripts_again_after_the_server_forgets_them() {
     let server = Server::start(&[]);
     let s = store_at(&server.url(), "p:");
-    let first = batch::acquire(s.inner.clone(), vec![req("a", "fp", 10_000.0, None, false)]).await;
+    let first = acquire_batch(s.inner.clone(), vec![req("a", "fp", 10_000.0, None, false)]).await;
     let token = first[0].outcome.as_ref().unwrap().token.clone().unwrap();
     let mut con = admin(&server.url());
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
-    let done = batch::complete(
+    let done = complete_batch(
         s.inner.clone(),
         vec![settle_req("a", &token, Some("1"), None, None)],
     )
     .await;
     assert_eq!(done[0].settled, Some(true), "{:?}", done[0].error);
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
-    let again = batch::acquire(
+    let again = acquire_batch(
         s.inner.clone(),
         vec![
             req("a", "fp", 10_000.0, None, false),
@@ -1908,7 +1981,7 @@ async fn a_read_never_replays_a_record_past_its_ttl() {
     while (s.inner.server_time("time").await.unwrap() as f64) <= expires_at {
         tokio::task::yield_now().await;
     }
-    for reply in batch::acquire(
+    for reply in acquire_batch(
         s.inner.clone(),
         vec![req("short", "fp", 10_000.0, None, false)],
     )

@@ -29,17 +29,16 @@ use redis::Value;
 use super::js::CallbackScope;
 use super::resp;
 use super::uv::{self, Handle, Uv};
-use crate::failure::StoreFailure;
-use crate::redis_store::connection::Target;
 
 /// A connection, shared by the store and by its libuv handles (each open handle holds a
 /// strong reference, released in its close callback).
 pub type Shared = Rc<RefCell<Conn>>;
 
-/// What a request's replies (one per command, in order) or its failure are handed to.
-pub type Done = Box<dyn FnOnce(&Shared, Result<Vec<Value>, StoreFailure>)>;
+/// What a request's replies (one per command, in order), or what failed them (a cause,
+/// which the caller words as the failure of its own operation), are handed to.
+pub type Done = Box<dyn FnOnce(&Shared, Result<Vec<Value>, String>)>;
 
-type Answer = (Done, Result<Vec<Value>, StoreFailure>);
+type Answer = (Done, Result<Vec<Value>, String>);
 
 /// Where to connect and how.
 pub struct Settings {
@@ -58,7 +57,6 @@ struct Request {
     /// How many replies it waits for.
     count: usize,
     replies: Vec<Value>,
-    what: &'static str,
     /// When it fails unanswered (uv_now ms).
     deadline: u64,
     /// Already sent once, on a connection that dropped.
@@ -81,7 +79,6 @@ pub struct Conn {
     uv: &'static Uv,
     event_loop: uv::Loop,
     scope: CallbackScope,
-    target: Target,
     settings: Settings,
     state: State,
     /// Counts connection attempts, so that a DNS answer for an abandoned one is ignored.
@@ -115,7 +112,6 @@ impl Conn {
     pub fn new(
         uv: &'static Uv,
         env: napi::sys::napi_env,
-        target: Target,
         settings: Settings,
     ) -> napi::Result<Shared> {
         let mut event_loop = std::ptr::null_mut();
@@ -128,7 +124,6 @@ impl Conn {
             uv,
             event_loop: event_loop.cast(),
             scope: CallbackScope::new(env)?,
-            target,
             settings,
             state: State::Idle,
             attempt: 0,
@@ -154,21 +149,20 @@ impl Conn {
     }
 
     /// Sends a pipeline of `count` commands (`packed`); `done` gets their replies, or the
-    /// failure (described as "`what` failed"). On the JavaScript thread, inside a napi call
-    /// or a `done` of an earlier request.
-    pub fn send(this: &Shared, what: &'static str, packed: Vec<u8>, count: usize, done: Done) {
+    /// cause of their failure. On the JavaScript thread, inside a napi call or a `done` of
+    /// an earlier request.
+    pub fn send(this: &Shared, packed: Vec<u8>, count: usize, done: Done) {
         let answers = {
             let mut c = this.borrow_mut();
-            c.enqueue(what, packed, count, done);
+            c.enqueue(packed, count, done);
             std::mem::take(&mut c.answers)
         };
         hand_out(this, answers, false);
     }
 
-    fn enqueue(&mut self, what: &'static str, packed: Vec<u8>, count: usize, done: Done) {
+    fn enqueue(&mut self, packed: Vec<u8>, count: usize, done: Done) {
         if self.closed {
-            let failure = self.target.failure(what, "the store is closed");
-            self.answers.push((done, Err(failure)));
+            self.answers.push((done, Err("the store is closed".into())));
             return;
         }
         // Bounded like the Tokio transport's requests: a reply within commandTimeoutMs of
@@ -178,7 +172,6 @@ impl Conn {
             packed,
             count,
             replies: Vec::with_capacity(count),
-            what,
             deadline,
             resent: false,
             handshake: false,
@@ -487,7 +480,6 @@ impl Conn {
             packed,
             count: cmds.len(),
             replies: Vec::new(),
-            what: "Redis connect failed",
             deadline: self.now() + self.settings.command_timeout_ms,
             resent: true,
             handshake: true,
@@ -522,10 +514,8 @@ impl Conn {
 
     fn connect_failed(&mut self, cause: &str) {
         self.disconnect();
-        let target = self.target.clone();
         for r in self.waiting.drain(..).chain(self.sent.drain(..)) {
-            self.answers
-                .push((r.done, Err(target.failure(r.what, cause))));
+            self.answers.push((r.done, Err(cause.to_string())));
         }
     }
 
@@ -580,11 +570,9 @@ impl Conn {
 
     /// Every request failed with `cause`.
     fn fail_all(&mut self, cause: &str) {
-        let target = self.target.clone();
         for r in self.sent.drain(..).chain(self.waiting.drain(..)) {
             if !r.handshake {
-                self.answers
-                    .push((r.done, Err(target.failure(r.what, cause))));
+                self.answers.push((r.done, Err(cause.to_string())));
             }
         }
     }
@@ -593,15 +581,13 @@ impl Conn {
     /// on it is sent once more on a new connection; what was already resent fails.
     fn dropped(&mut self, cause: &str) {
         self.disconnect();
-        let target = self.target.clone();
         let mut again = VecDeque::new();
         for mut r in self.sent.drain(..) {
             if r.handshake {
                 continue;
             }
             if r.resent {
-                self.answers
-                    .push((r.done, Err(target.failure(r.what, cause))));
+                self.answers.push((r.done, Err(cause.to_string())));
             } else {
                 r.resent = true;
                 r.replies.clear();

@@ -1,16 +1,16 @@
-//! The store's calls on the JavaScript thread's own event loop: acquire and complete
-//! batches, `fail` and `renew` (the calls every wrapped call makes) go out on a
-//! connection that libuv drives (`conn.rs`), and their promises are settled in the
-//! loop's poll phase, as a `net.Socket`'s would be. The Tokio transport costs every
-//! round trip two cross-thread wake-ups (the JavaScript thread waking the Tokio worker,
-//! the worker waking it back) and a Tokio task, which measured most of a call's CPU and,
-//! one call at a time, most of its latency (bench/RESULTS.md).
+//! The store's calls on the JavaScript thread's own event loop: the acquires, completes,
+//! fails and renews of one turn (`runBatch`, see `ops.rs`) go out as one pipeline on a
+//! connection that libuv drives (`conn.rs`), and their promise is settled in the loop's
+//! poll phase, as a `net.Socket`'s callbacks run. The Tokio transport costs every round
+//! trip two cross-thread wake-ups (the JavaScript thread waking the Tokio worker, the
+//! worker waking it back) and a Tokio task, which measured most of a call's CPU and, one
+//! call at a time, most of its latency (bench/RESULTS.md).
 //!
 //! Used for a plain `redis://` (or `valkey://`) server under Node.js, on Unix (elsewhere
 //! `unsupported.rs` stands in); TLS, a Cluster, and hosts without Node's libuv keep the
-//! Tokio transport, which also serves
-//! every other call (`get`, listings, `clear`, `release`). The decisions are the same
-//! code either way (the helpers of the store's `Inner`): only the transport differs.
+//! Tokio transport, which also serves every other call (`get`, listings, `clear`,
+//! `release`). The decisions are the same code either way (the helpers of the store's
+//! `Inner`): only the transport differs.
 
 mod conn;
 mod js;
@@ -21,14 +21,12 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
-use redis::Value;
+use redis::{Script, Value};
 
-use super::batch::{AcquireReply, SettleReply};
 use super::connection::Target;
-use super::{claim_args, scripts, settle_args, settle_what, Inner};
-use crate::claim::{AcquireOutcome, AcquireRequest};
+use super::ops::{Op, OpReply};
+use super::{claim_args, renew_args, scripts, settle_args, settle_what, Inner};
 use crate::failure::StoreResult;
-use crate::record::{SettleRequest, COMPLETED};
 use crate::token::new_token;
 use conn::{Conn, Settings, Shared};
 use js::Deferred;
@@ -45,11 +43,36 @@ pub fn available(target: &Target, cluster: bool) -> bool {
     !cluster && matches!(target.info.addr(), redis::ConnectionAddr::Tcp(..)) && uv::uv().is_some()
 }
 
+/// One script to run on one record.
+struct ScriptCall {
+    script: &'static Script,
+    key: String,
+    args: Vec<Vec<u8>>,
+}
+
+impl ScriptCall {
+    fn pack(&self, inner: &Inner, out: &mut Vec<u8>) {
+        scripts::evalsha(self.script, &inner.redis_key(&self.key), &self.args)
+            .write_packed_command(out);
+    }
+}
+
+const ACQUIRE: &str = "Redis acquire failed";
+const RENEW: &str = "Redis renew failed";
+
+fn what(op: &Op) -> &'static str {
+    match op {
+        Op::Acquire(_) => ACQUIRE,
+        Op::Settle(status, _) => settle_what(status),
+        Op::Renew { .. } => RENEW,
+    }
+}
+
 impl OnLoop {
     /// On the JavaScript thread, inside a napi call.
     pub fn new(env: &Env, inner: Arc<Inner>) -> napi::Result<OnLoop> {
         let uv = uv::uv().ok_or_else(|| napi::Error::from_reason("libuv is not available"))?;
-        let target = inner.conn.target.clone();
+        let target = &inner.conn.target;
         let redis::ConnectionAddr::Tcp(host, port) = target.info.addr().clone() else {
             return Err(napi::Error::from_reason("not a plain TCP address"));
         };
@@ -64,9 +87,9 @@ impl OnLoop {
             connect_timeout_ms: connect.as_millis() as u64,
             command_timeout_ms: command.as_millis() as u64,
         };
-        let conn = Conn::new(uv, env.raw(), target, settings)?;
+        let conn = Conn::new(uv, env.raw(), settings)?;
         // When Node's environment goes away (a worker thread ends), the connection's
-        // handles must close with it.
+        // handles must close with it, and no promise may be settled any more.
         let weak = std::rc::Rc::downgrade(&conn);
         env.add_env_cleanup_hook(weak, |weak| {
             js::env_going();
@@ -82,221 +105,229 @@ impl OnLoop {
         Conn::close(&self.conn);
     }
 
-    /// See `batch::acquire`: every `SET NX GET` in one pipeline, then the claim scripts of
-    /// the calls those did not answer.
-    pub fn acquire_batch<'env>(
+    /// Every op of one turn in one pipeline: an acquire's `SET NX GET`, a settle's or a
+    /// renewal's script. Then, in one more pipeline, the claim scripts of the acquires
+    /// that found a record in the way that is not completed, and the scripts the server
+    /// did not have (loaded first).
+    pub fn run_batch<'env>(
         &self,
         env: &'env Env,
-        requests: Vec<AcquireRequest>,
-    ) -> napi::Result<PromiseRaw<'env, Vec<AcquireReply>>> {
-        const WHAT: &str = "Redis acquire failed";
+        ops: Vec<Op>,
+    ) -> napi::Result<PromiseRaw<'env, Vec<OpReply>>> {
         let (deferred, promise) = Deferred::new(env.raw())?;
         let inner = self.inner.clone();
-        let tokens: Vec<String> = requests.iter().map(|_| new_token()).collect();
+        let tokens: Vec<Option<String>> = ops
+            .iter()
+            .map(|op| matches!(op, Op::Acquire(_)).then(new_token))
+            .collect();
         let mut packed = Vec::new();
-        for (r, token) in requests.iter().zip(&tokens) {
-            inner
-                .claim_command(r, token)
-                .write_packed_command(&mut packed);
+        for (op, token) in ops.iter().zip(&tokens) {
+            match op {
+                Op::Acquire(r) => inner
+                    .claim_command(r, token.as_deref().unwrap_or_default())
+                    .write_packed_command(&mut packed),
+                op => first_script(op).pack(&inner, &mut packed),
+            }
         }
-        let n = requests.len();
+        let n = ops.len();
         Conn::send(
             &self.conn,
-            WHAT,
             packed,
             n,
             Box::new(move |conn, outcome| {
                 let replies = match outcome {
                     Ok(replies) => replies,
-                    Err(e) => {
-                        let all = requests.iter().map(|_| AcquireReply::from(Err(e.clone())));
-                        return deferred.settle(Ok(all.collect::<Vec<_>>()));
+                    Err(cause) => {
+                        let failed = ops.iter().map(|op| {
+                            OpReply::Failed(inner.conn.target.failure(what(op), &cause).message)
+                        });
+                        return deferred.settle(Ok(failed.collect::<Vec<_>>()));
                     }
                 };
-                let mut out: Vec<Option<StoreResult<AcquireOutcome>>> = Vec::with_capacity(n);
-                for ((req, token), reply) in requests.iter().zip(&tokens).zip(replies) {
-                    out.push(
-                        inner
-                            .claim_command_outcome(WHAT, req, token, reply)
-                            .transpose(),
-                    );
+                let mut out: Vec<Option<OpReply>> = Vec::with_capacity(n);
+                let mut again: Vec<(usize, ScriptCall)> = Vec::new();
+                let mut preload: Vec<&'static Script> = Vec::new();
+                for (i, ((op, token), reply)) in ops.iter().zip(&tokens).zip(replies).enumerate() {
+                    match op {
+                        Op::Acquire(r) => {
+                            let token = token.as_deref().unwrap_or_default();
+                            match inner.claim_command_outcome(ACQUIRE, r, token, reply) {
+                                Ok(Some(o)) => out.push(Some(OpReply::from(Ok(o)))),
+                                Ok(None) => {
+                                    out.push(None);
+                                    again.push((
+                                        i,
+                                        ScriptCall {
+                                            script: scripts::claim(),
+                                            key: r.key.clone(),
+                                            args: claim_args(r, token),
+                                        },
+                                    ));
+                                }
+                                Err(e) => out.push(Some(OpReply::Failed(e.message))),
+                            }
+                        }
+                        op if no_script(&reply) => {
+                            let call = first_script(op);
+                            if !preload.iter().any(|s| std::ptr::eq(*s, call.script)) {
+                                preload.push(call.script);
+                            }
+                            out.push(None);
+                            again.push((i, call));
+                        }
+                        op => out.push(Some(flag_reply(&inner, what(op), reply))),
+                    }
                 }
-                let open: Vec<usize> = (0..n).filter(|&i| out[i].is_none()).collect();
-                if open.is_empty() {
-                    return deferred.settle(Ok(replies_of(out)));
+                if again.is_empty() {
+                    return deferred.settle(Ok(finished(out)));
                 }
-                let calls = open
-                    .iter()
-                    .map(|&i| {
-                        (
-                            requests[i].key.clone(),
-                            claim_args(&requests[i], &tokens[i]),
-                        )
-                    })
-                    .collect();
+                let (indices, calls): (Vec<usize>, Vec<ScriptCall>) = again.into_iter().unzip();
                 let inner2 = inner.clone();
                 run_scripts(
                     conn,
                     &inner,
-                    WHAT,
-                    scripts::claim(),
                     calls,
+                    preload,
                     Box::new(move |_, results| {
-                        for (&i, result) in open.iter().zip(results) {
-                            let token = tokens[i].clone();
-                            out[i] = Some(result.and_then(|v| {
-                                inner2.claim_script_outcome(WHAT, &requests[i], token, &v)
-                            }));
+                        for (i, result) in indices.into_iter().zip(results) {
+                            let op = &ops[i];
+                            out[i] = Some(match (op, result) {
+                                (Op::Acquire(r), result) => {
+                                    let token = tokens[i].clone().unwrap_or_default();
+                                    OpReply::from(
+                                        result
+                                            .map_err(|cause| {
+                                                inner2.conn.target.failure(ACQUIRE, cause)
+                                            })
+                                            .and_then(|v| {
+                                                inner2.claim_script_outcome(ACQUIRE, r, token, &v)
+                                            }),
+                                    )
+                                }
+                                (op, Ok(v)) => flag_reply(&inner2, what(op), v),
+                                (op, Err(cause)) => OpReply::Failed(
+                                    inner2.conn.target.failure(what(op), cause).message,
+                                ),
+                            });
                         }
-                        deferred.settle(Ok(replies_of(out)));
+                        deferred.settle(Ok(finished(out)));
                     }),
                 );
             }),
         );
         Ok(PromiseRaw::new(env.raw(), promise))
     }
+}
 
-    /// Every complete of a batch: the settle script on each, in one pipeline.
-    pub fn complete_batch<'env>(
-        &self,
-        env: &'env Env,
-        requests: Vec<SettleRequest>,
-    ) -> napi::Result<PromiseRaw<'env, Vec<SettleReply>>> {
-        let (deferred, promise) = Deferred::new(env.raw())?;
-        let what = settle_what(COMPLETED);
-        let calls = requests
-            .iter()
-            .map(|r| (r.key.clone(), settle_args(COMPLETED, r)))
-            .collect();
-        let inner = self.inner.clone();
-        run_scripts(
-            &self.conn,
-            &self.inner,
-            what,
-            scripts::settle(),
-            calls,
-            Box::new(move |_, results| {
-                let replies: Vec<SettleReply> = results
-                    .into_iter()
-                    .map(|r| SettleReply::from(r.and_then(|v| inner.flag(what, &v))))
-                    .collect();
-                deferred.settle(Ok(replies));
-            }),
-        );
-        Ok(PromiseRaw::new(env.raw(), promise))
-    }
-
-    /// One script that answers 1 or 0 (`fail`, `renew`).
-    pub fn flag_script<'env>(
-        &self,
-        env: &'env Env,
-        what: &'static str,
-        script: &'static redis::Script,
-        key: String,
-        args: Vec<Vec<u8>>,
-    ) -> napi::Result<PromiseRaw<'env, bool>> {
-        let (deferred, promise) = Deferred::new(env.raw())?;
-        let inner = self.inner.clone();
-        run_scripts(
-            &self.conn,
-            &self.inner,
-            what,
-            script,
-            vec![(key, args)],
-            Box::new(move |_, results| {
-                let flag = results
-                    .into_iter()
-                    .next()
-                    .expect("one reply")
-                    .and_then(|v| inner.flag(what, &v));
-                deferred.settle(flag.map_err(|e| e.message));
-            }),
-        );
-        Ok(PromiseRaw::new(env.raw(), promise))
+/// The script a settle or a renewal runs.
+fn first_script(op: &Op) -> ScriptCall {
+    match op {
+        Op::Settle(status, r) => ScriptCall {
+            script: scripts::settle(),
+            key: r.key.clone(),
+            args: settle_args(status, r),
+        },
+        Op::Renew {
+            key,
+            token,
+            lease_ms,
+        } => ScriptCall {
+            script: scripts::renew(),
+            key: key.clone(),
+            args: renew_args(token.clone(), *lease_ms),
+        },
+        Op::Acquire(_) => unreachable!("an acquire starts with SET NX GET"),
     }
 }
 
-fn replies_of(out: Vec<Option<StoreResult<AcquireOutcome>>>) -> Vec<AcquireReply> {
+/// A settle's or a renewal's answer: 1 or 0, or the failure its error reply stands for.
+fn flag_reply(inner: &Inner, what: &str, reply: Value) -> OpReply {
+    let flag: StoreResult<bool> = match reply {
+        Value::ServerError(e) => Err(inner.server_failure(what, &e)),
+        v => inner.flag(what, &v),
+    };
+    OpReply::from(flag)
+}
+
+fn finished(out: Vec<Option<OpReply>>) -> Vec<OpReply> {
     out.into_iter()
-        .map(|r| AcquireReply::from(r.expect("every request was answered")))
+        .map(|r| {
+            r.unwrap_or_else(|| OpReply::Failed("internal error: an op left unanswered".into()))
+        })
         .collect()
 }
 
-type ScriptsDone = Box<dyn FnOnce(&Shared, Vec<StoreResult<Value>>)>;
+/// A script call's reply, or the cause of its failure.
+type ScriptsDone = Box<dyn FnOnce(&Shared, Vec<Result<Value, String>>)>;
 
-/// `script` on every `(key, args)` in one pipeline; `done` gets each call's reply (an
-/// error reply as that call's failure). A server that does not know the script answers
-/// NOSCRIPT (a script that answered so did not run): it is loaded and those calls are
-/// sent again, in one more pipeline.
+/// Every call in one pipeline, after a SCRIPT LOAD of each script in `preload`; `done`
+/// gets each call's reply (an error reply as the cause of its failure). A server that
+/// does not know a script answers NOSCRIPT (a script that answered so did not run): it is
+/// loaded and those calls are sent again, once, in one more pipeline.
 fn run_scripts(
     conn: &Shared,
     inner: &Arc<Inner>,
-    what: &'static str,
-    script: &'static redis::Script,
-    calls: Vec<(String, Vec<Vec<u8>>)>,
+    calls: Vec<ScriptCall>,
+    preload: Vec<&'static Script>,
     done: ScriptsDone,
 ) {
-    let mut packed = Vec::new();
-    for (key, args) in &calls {
-        scripts::evalsha(script, &inner.redis_key(key), args).write_packed_command(&mut packed);
+    let mut load = redis::pipe();
+    for s in &preload {
+        load.load_script(s);
     }
-    let n = calls.len();
+    let mut packed = load.get_packed_pipeline();
+    for c in &calls {
+        c.pack(inner, &mut packed);
+    }
+    let loads = preload.len();
     let inner = inner.clone();
     Conn::send(
         conn,
-        what,
         packed,
-        n,
+        loads + calls.len(),
         Box::new(move |conn, outcome| {
-            let replies = match outcome {
-                Ok(replies) => replies,
-                Err(e) => return done(conn, calls.iter().map(|_| Err(e.clone())).collect()),
+            let replies: Vec<Value> = match outcome {
+                Ok(replies) => replies.into_iter().skip(loads).collect(),
+                Err(cause) => {
+                    return done(conn, calls.iter().map(|_| Err(cause.clone())).collect())
+                }
             };
-            let unknown: Vec<usize> = (0..n).filter(|&i| no_script(&replies[i])).collect();
-            if unknown.is_empty() {
-                let results = replies
-                    .into_iter()
-                    .map(|v| answer(&inner, what, v))
-                    .collect();
-                return done(conn, results);
+            let unknown: Vec<usize> = (0..calls.len())
+                .filter(|&i| no_script(&replies[i]))
+                .collect();
+            if unknown.is_empty() || loads > 0 {
+                return done(conn, replies.into_iter().map(script_answer).collect());
             }
-            let mut load = redis::pipe();
-            load.load_script(script);
-            let mut packed = load.get_packed_pipeline();
+            let mut again = Vec::new();
+            let mut scripts: Vec<&'static Script> = Vec::new();
             for &i in &unknown {
-                let (key, args) = &calls[i];
-                scripts::evalsha(script, &inner.redis_key(key), args)
-                    .write_packed_command(&mut packed);
+                if !scripts.iter().any(|s| std::ptr::eq(*s, calls[i].script)) {
+                    scripts.push(calls[i].script);
+                }
+                again.push(ScriptCall {
+                    script: calls[i].script,
+                    key: calls[i].key.clone(),
+                    args: calls[i].args.clone(),
+                });
             }
             let mut replies: Vec<Option<Value>> = replies.into_iter().map(Some).collect();
-            Conn::send(
+            run_scripts(
                 conn,
-                what,
-                packed,
-                unknown.len() + 1,
-                Box::new(move |conn, outcome| {
-                    let results = match outcome {
-                        Err(e) => replies
-                            .into_iter()
-                            .enumerate()
-                            .map(|(i, v)| match v {
-                                Some(v) if !unknown.contains(&i) => answer(&inner, what, v),
-                                _ => Err(e.clone()),
-                            })
-                            .collect(),
-                        Ok(again) => {
-                            // again[0] answers SCRIPT LOAD; an error there shows in the
-                            // EVALSHAs (NOSCRIPT once more).
-                            for (&i, v) in unknown.iter().zip(again.into_iter().skip(1)) {
-                                replies[i] = Some(v);
+                &inner,
+                again,
+                scripts,
+                Box::new(move |conn, results| {
+                    let mut results = results.into_iter();
+                    let out = (0..replies.len())
+                        .map(|i| {
+                            if unknown.contains(&i) {
+                                results.next().unwrap_or_else(|| Err("no reply".into()))
+                            } else {
+                                script_answer(replies[i].take().expect("a reply"))
                             }
-                            replies
-                                .into_iter()
-                                .map(|v| answer(&inner, what, v.expect("every call answered")))
-                                .collect()
-                        }
-                    };
-                    done(conn, results);
+                        })
+                        .collect();
+                    done(conn, out);
                 }),
             );
         }),
@@ -307,16 +338,13 @@ fn no_script(v: &Value) -> bool {
     matches!(v, Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
 }
 
-/// A script's reply, or its error reply as the call's failure.
-fn answer(inner: &Inner, what: &str, v: Value) -> StoreResult<Value> {
+/// A script call's reply, or the cause of its failure.
+fn script_answer(v: Value) -> Result<Value, String> {
     match v {
-        Value::ServerError(e) if no_script(&Value::ServerError(e.clone())) => {
-            Err(inner.conn.target.failure(
-                what,
-                "the server does not keep the script (NOSCRIPT after loading it)",
-            ))
+        v if no_script(&v) => {
+            Err("the server does not keep the script (NOSCRIPT after loading it)".into())
         }
-        Value::ServerError(e) => Err(inner.server_failure(what, &e)),
+        Value::ServerError(e) => Err(super::connection::explain(&e)),
         v => Ok(v),
     }
 }

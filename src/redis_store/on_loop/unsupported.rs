@@ -7,11 +7,9 @@ use std::sync::Arc;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 
-use super::batch::{AcquireReply, SettleReply};
 use super::connection::Target;
+use super::ops::{Op, OpReply};
 use super::Inner;
-use crate::claim::AcquireRequest;
-use crate::record::SettleRequest;
 
 /// Never made (no value of it exists).
 pub enum OnLoop {}
@@ -32,30 +30,11 @@ impl OnLoop {
         match *self {}
     }
 
-    pub fn acquire_batch<'env>(
+    pub fn run_batch<'env>(
         &self,
         _env: &'env Env,
-        _requests: Vec<AcquireRequest>,
-    ) -> napi::Result<PromiseRaw<'env, Vec<AcquireReply>>> {
-        match *self {}
-    }
-
-    pub fn complete_batch<'env>(
-        &self,
-        _env: &'env Env,
-        _requests: Vec<SettleRequest>,
-    ) -> napi::Result<PromiseRaw<'env, Vec<SettleReply>>> {
-        match *self {}
-    }
-
-    pub fn flag_script<'env>(
-        &self,
-        _env: &'env Env,
-        _what: &'static str,
-        _script: &'static redis::Script,
-        _key: String,
-        _args: Vec<Vec<u8>>,
-    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        _ops: Vec<Op>,
+    ) -> napi::Result<PromiseRaw<'env, Vec<OpReply>>> {
         match *self {}
     }
 }
