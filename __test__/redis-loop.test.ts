@@ -89,6 +89,32 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
     await store.close();
   });
 
+  it('large results (staged under a key of their own and renamed into place) are kept exactly, with their ttl from the settle', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    let runs = 0;
+    const sizes = [3000, 3100, 5000, 70_000, 1_000_000];
+    const tool = idempotent(async (n: number) => {
+      runs++;
+      return { n, text: 'é😀;,:'.repeat(Math.ceil(n / 7)).slice(0, n) };
+    }, { name: 'tool', store, ttlMs: 60_000 });
+    const first = await Promise.all(sizes.map((n) => tool(n)));
+    const again = await Promise.all(sizes.map((n) => tool(n)));
+    expect(again).toEqual(first);
+    expect(runs).toBe(sizes.length);
+    for (const n of sizes) {
+      const r = (await store.get(tool.keyFor(n)))!;
+      expect(r.result).toEqual(first[sizes.indexOf(n)]);
+      expect(r.expiresAt! - r.updatedAt).toBe(60_000);
+    }
+    // Nothing but the records is left under the prefix (no staging key outlives its settle).
+    expect((await store.listRecords()).length).toBe(sizes.length);
+    const failing = idempotent(async () => { throw new Error('x'.repeat(10_000)); }, { name: 'failing', store });
+    await expect(failing()).rejects.toThrow(/xxxx/);
+    expect((await store.get(failing.keyFor()))!.error!.message).toBe('x'.repeat(10_000));
+    await store.close();
+  });
+
   it('a server that accepts but never answers: a StoreError within the timeouts, each time', async () => {
     const silent: Server = createServer(() => {}); // the kernel completes the handshake; nothing replies
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));

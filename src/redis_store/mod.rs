@@ -133,7 +133,7 @@ impl Drop for NativeRedisStore {
     }
 }
 
-fn ms_arg(ms: f64) -> i64 {
+pub(super) fn ms_arg(ms: f64) -> i64 {
     whole_ms(ms).min(MAX_MS)
 }
 

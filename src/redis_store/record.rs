@@ -37,6 +37,9 @@ pub const CLAIM_PX: i64 = 1_000_000_000_000_000;
 pub const TOKEN_LEN: usize = 32;
 /// Bytes before NUMS: magic, status, token.
 const HEAD_LEN: usize = MAGIC.len() + 1 + TOKEN_LEN;
+/// A staged settle's head (lua/settle_staged.lua): magic, status, token and NUMS padded
+/// with spaces, then ';', written over this many spaces at the front of the staged value.
+pub const STAGED_HEAD: usize = HEAD_LEN + 96;
 
 /// One field of FIELDS.
 fn put(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
@@ -124,6 +127,8 @@ pub fn decode(value: &[u8], pexpiretime: i64) -> Result<Decoded, String> {
         let part = parts
             .next()
             .ok_or_else(|| format!("{} numbers instead of 7", i))?;
+        // A staged settle pads its numbers with spaces.
+        let part = part.trim_ascii();
         if !part.is_empty() {
             let n = std::str::from_utf8(part)
                 .ok()

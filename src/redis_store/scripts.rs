@@ -39,6 +39,11 @@ pub fn settle() -> &'static Script {
     script(&S, include_str!("lua/settle.lua"), false)
 }
 
+pub fn settle_staged() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(&S, include_str!("lua/settle_staged.lua"), false)
+}
+
 pub fn renew() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(&S, include_str!("lua/renew.lua"), true)
@@ -56,7 +61,15 @@ pub fn clear() -> &'static Script {
 
 /// `script` on one record: EVALSHA with its key and arguments.
 pub fn evalsha(script: &Script, redis_key: &str, args: &[Vec<u8>]) -> Cmd {
+    evalsha_keys(script, &[redis_key], args)
+}
+
+/// `script` with its keys (a record, and a staging key in its hash slot) and arguments.
+pub fn evalsha_keys(script: &Script, keys: &[&str], args: &[Vec<u8>]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(1).arg(redis_key).arg(args);
+    cmd.arg(script.get_hash())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
     cmd
 }

@@ -707,6 +707,132 @@ async fn a_pending_record_never_expires_while_unresolved() {
     st.clear(None).await.unwrap();
 }
 
+/// A staged settle (lua/settle_staged.lua), as the loop transport sends it for a large
+/// outcome: the staging key's SET, then the script.
+fn staged_settle(
+    con: &mut redis::Connection,
+    prefix: &str,
+    key: &str,
+    token: &str,
+    result: Option<&str>,
+    ttl_ms: Option<i64>,
+) -> redis::RedisResult<i64> {
+    let stage = format!("{prefix}\0staged:{token}");
+    if let Some(result) = result {
+        let mut value = vec![b' '; record::STAGED_HEAD];
+        value.extend_from_slice(&record::outcome_fields(Some(result), None));
+        let _: () = redis::cmd("SET")
+            .arg(&stage)
+            .arg(value)
+            .arg("PX")
+            .arg(60_000)
+            .query(con)?;
+    }
+    scripts::settle_staged()
+        .key(format!("{prefix}{key}"))
+        .key(&stage)
+        .arg(token)
+        .arg("c")
+        .arg(ttl_ms.map(|t| t.to_string()).unwrap_or_default())
+        .arg("12")
+        .arg(record::STAGED_HEAD)
+        .invoke(con)
+}
+
+#[tokio::test]
+async fn a_staged_settle_renames_a_large_outcome_into_place() {
+    let (s, prefix) = store();
+    let mut con = admin(&redis_url());
+    let st = &s.inner;
+    let big = format!("{{\"text\":\"{}\"}}", "é;,:".repeat(2000));
+    let a = st
+        .acquire(req("k", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let token = a.token.unwrap();
+    let created = st.get("k".into()).await.unwrap().unwrap().created_at;
+    let settled = staged_settle(&mut con, &prefix, "k", &token, Some(&big), Some(60_000));
+    assert_eq!(settled.unwrap(), 1);
+    let r = st.get("k".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status.as_str(), r.result.as_deref(), r.attempts),
+        (COMPLETED, Some(big.as_str()), 1)
+    );
+    assert_eq!(
+        r.created_at, created,
+        "the claim's time, from its key's expiry"
+    );
+    assert_eq!(
+        (r.duration_ms, r.name.as_str(), r.fingerprint.as_str()),
+        (Some(12.0), "charge", "fp")
+    );
+    assert_eq!(r.expires_at.unwrap() - r.updated_at, 60_000.0);
+    let ttl = pttl(&mut con, &format!("{prefix}k"));
+    assert!(
+        ttl > 59_000 && ttl <= 60_000,
+        "ttlMs from the settle: {ttl}"
+    );
+    let exists = |con: &mut redis::Connection, k: String| -> i64 {
+        redis::cmd("EXISTS").arg(k).query(con).unwrap()
+    };
+    assert_eq!(
+        exists(&mut con, format!("{prefix}\0staged:{token}")),
+        0,
+        "renamed away"
+    );
+    let replay = st
+        .acquire(req("k", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some(big.as_str()));
+    // The same settle sent again (its reply lost): recognised, and its new staging key removed.
+    assert_eq!(
+        staged_settle(&mut con, &prefix, "k", &token, Some(&big), Some(60_000)).unwrap(),
+        1
+    );
+    assert_eq!(exists(&mut con, format!("{prefix}\0staged:{token}")), 0);
+    // Fenced: another token's staged settle is refused, and leaves nothing behind.
+    let b = st
+        .acquire(req("b", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let stale = new_token();
+    assert_eq!(
+        staged_settle(&mut con, &prefix, "b", &stale, Some(&big), None).unwrap(),
+        0
+    );
+    assert_eq!(exists(&mut con, format!("{prefix}\0staged:{stale}")), 0);
+    assert_eq!(st.get("b".into()).await.unwrap().unwrap().status, PENDING);
+    // Its staging key gone (expired before the script ran): an error, the claim untouched.
+    let e = staged_settle(
+        &mut con,
+        &prefix,
+        "b",
+        b.token.as_deref().unwrap(),
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("staged outcome"), "{e}");
+    assert_eq!(st.get("b".into()).await.unwrap().unwrap().status, PENDING);
+    assert_eq!(
+        exists(&mut con, format!("{prefix}\0staged:{}", b.token.unwrap())),
+        0
+    );
+    // Listings and clear() skip staging keys (not records); the records are all there.
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}\0staged:x"))
+        .arg(" ".repeat(200))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(st.list(None, None).await.unwrap().len(), 2);
+    assert_eq!(st.clear(None).await.unwrap(), 2);
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{prefix}\0staged:x"))
+        .query(&mut con)
+        .unwrap();
+}
+
 #[tokio::test]
 async fn expiry_follows_ttl_and_leases() {
     let (s, prefix) = store();
@@ -1475,6 +1601,11 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         "+hmget",
         "+scan",
         "+unlink",
+        "+setrange",
+        "+append",
+        "+rename",
+        "+pexpireat",
+        "+persist",
         "+select",
     ];
     let _: () = redis::cmd("ACL")
