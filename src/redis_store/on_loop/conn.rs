@@ -491,21 +491,29 @@ impl Conn {
     /// connection is dropped, so the next call tries again, with whatever the server
     /// accepts by then); the client's name is a courtesy (older servers do not know it).
     fn check_handshake(&mut self, replies: &[Value]) -> bool {
-        let refused = replies.iter().find_map(|v| match v {
-            Value::ServerError(e) if e.code() != "ERR" || !e.to_string().contains("SETINFO") => {
-                Some(e.to_string())
+        // The replies in the order sent: AUTH (with a password), SELECT (a database other
+        // than 0), then the client's name, whose errors (an older server, an ACL user
+        // without +client|setinfo) do not matter.
+        let mut replies = replies.iter();
+        let mut refused = None;
+        if self.settings.password.is_some() {
+            if let Some(Value::ServerError(e)) = replies.next() {
+                refused = Some(format!("authentication failed: {e}"));
             }
-            _ => None,
-        });
-        let Some(refused) = refused else {
+        }
+        if refused.is_none() && self.settings.db != 0 {
+            match replies.next() {
+                Some(Value::ServerError(e)) if e.code() == "NOAUTH" => {
+                    refused = Some(format!("authentication failed: {e}"));
+                }
+                Some(Value::ServerError(e)) => {
+                    refused = Some(format!("the server refused to switch database: {e}"));
+                }
+                _ => {}
+            }
+        }
+        let Some(cause) = refused else {
             return true;
-        };
-        let auth = self.settings.password.is_some()
-            && matches!(replies.first(), Some(Value::ServerError(_)));
-        let cause = if auth {
-            format!("authentication failed: {refused}")
-        } else {
-            format!("the server refused to switch database: {refused}")
         };
         self.fail_all(&cause);
         self.disconnect();
