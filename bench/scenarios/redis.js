@@ -103,6 +103,12 @@ async function makeImpls(url, prefix, ours) {
   return { impls, close };
 }
 
+/** The Redis server's CPU time so far (user + system), in µs. */
+async function serverCpuUs(admin) {
+  const info = await admin.info('cpu');
+  return ['used_cpu_sys', 'used_cpu_user'].reduce((sum, k) => sum + Number(new RegExp(`${k}:([\\d.]+)`).exec(info)[1]), 0) * 1e6;
+}
+
 function commandStats(info) {
   const out = {};
   for (const line of info.split('\n')) {
@@ -216,12 +222,27 @@ async function redis(ctx) {
       for (const inFlight of [1, 64]) {
         const n = (inFlight === 1 ? 400 : 3200) / (ctx.quick ? 4 : 1) / (op === 'unique' ? 2 : 1);
         let at = 0;
+        // CPU per op of each implementation's measured rounds: this process's (the
+        // JavaScript thread and every other thread of it: V8's helpers, a Tokio worker)
+        // and the Redis server's (INFO cpu; everything else on that server counts too).
+        const cpu = new Map(impls.map((impl) => [impl.name, { process: 0, server: 0, ops: 0 }]));
+        let mark;
         const res = await compare({
           rounds,
           n,
           baseline: 'raw client floor',
           alts: impls.map((impl) => ({
             name: impl.name,
+            before: async () => {
+              mark = { process: process.cpuUsage(), server: await serverCpuUs(admin) };
+            },
+            after: async () => {
+              const c = cpu.get(impl.name);
+              const used = process.cpuUsage(mark.process);
+              c.process += used.user + used.system;
+              c.server += (await serverCpuUs(admin)) - mark.server;
+              c.ops += n;
+            },
             run: async (m) => {
               const keys = seeds.get(impl.name);
               if (op === 'replay') await pool(m, inFlight, (i) => impl.replay(keys[(at + i) % K]));
@@ -233,14 +254,15 @@ async function redis(ctx) {
         const byName = Object.fromEntries(res.map((r) => [r.name, r]));
         const oursR = byName['idempotent-tools'];
         const ni = byName['@node-idempotency/core'];
-        const run = { results: res };
+        const run = { results: res, cpuUsPerOp: Object.fromEntries([...cpu].map(([k, c]) => [k, { process: c.process / c.ops, server: c.server / c.ops }])) };
         if (oursR) {
           run.fractionOfFloor = 1 / oursR.timeRatioVsBaseline;
           run.speedupVsNodeIdempotency = pairedRatio(ni, oursR);
         }
         data.runs[`${op}/${inFlight}`] = run;
         for (const r of res) {
-          rows.push([op, inFlight, r.name, r.medianUsPerOp, r.opsPerSec, 1 / r.timeRatioVsBaseline, oursR ? pairedRatio(r, oursR) : '-']);
+          const c = run.cpuUsPerOp[r.name];
+          rows.push([op, inFlight, r.name, r.medianUsPerOp, r.opsPerSec, c.process, c.server, 1 / r.timeRatioVsBaseline, oursR ? pairedRatio(r, oursR) : '-']);
         }
       }
     }
@@ -267,8 +289,9 @@ async function redis(ctx) {
       title: `Redis (${url}), replays and unique calls`,
       note:
         `${rounds} rounds per row group, alternating. "of floor" = floor time / this time (1.00 = as fast as the bare round trips). ` +
+        '"process CPU" = this process\'s CPU (every thread: JavaScript, V8\'s helpers, a Tokio worker) per op over the measured rounds; "server CPU" = the Redis server\'s (INFO cpu). ' +
         '"ours faster by" = this time / our time.' + (notes.length ? ` NOTE: ${notes.join(' ')}` : ''),
-      header: ['operation', 'in flight', 'implementation', 'median µs/op', 'ops/s', 'of floor', 'ours faster by'],
+      header: ['operation', 'in flight', 'implementation', 'median µs/op', 'ops/s', 'process CPU µs/op', 'server CPU µs/op', 'of floor', 'ours faster by'],
       rows,
       data,
     },

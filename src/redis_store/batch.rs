@@ -1,109 +1,139 @@
-//! One crossing for a burst: `acquireBatch` and `completeBatch` take every call that the
-//! JavaScript side issued in one turn of the event loop and answer them all through one
-//! promise, settled by one callback into JavaScript.
+//! `runBatch` on the Tokio transport (TLS, or a runtime other than Node; see `on_loop`
+//! for Node's): every acquire, complete, fail and renew that the JavaScript side issued
+//! in one turn of the event loop, answered through one promise.
 //!
-//! On one server, a batch is one pipeline: one write, one reply to wait for, one Tokio
-//! task, however many calls it holds (the replay reads of an acquire batch first, then
-//! the claim scripts of the calls they did not answer). Per call, that saves the task,
-//! the timer and the trip through the multiplexed connection's queue that a call of its
-//! own costs, which is most of the client's time for a replay. Each call keeps its own
-//! outcome or error: the pipeline reports a server error per command.
+//! On one server, each kind is one pipeline: one write, one reply to wait for, however
+//! many calls it holds (the acquires' `SET NX GET`s, then, in a second pipeline, the
+//! claim scripts of the calls whose key was taken by a record that is not completed; the
+//! settles' scripts; the renewals'). Each call keeps its own outcome or error: the
+//! pipeline reports a server error per command.
 //!
-//! On a cluster, a batch's calls run as tasks of their own (the cluster client routes
-//! each to its key's primary), so one node's trouble holds up only the calls it owns.
+//! On a cluster (whose calls do not come in batches; this is for completeness), the
+//! acquires run as tasks of their own (the cluster client routes each to its key's
+//! primary), so one node's trouble holds up only the calls it owns.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use redis::{ServerErrorKind, Value};
 
-pub use crate::batch_reply::{AcquireReply, SettleReply};
+use super::ops::{Op, OpReply};
 use crate::claim::{AcquireOutcome, AcquireRequest};
 use crate::failure::{StoreFailure, StoreResult};
-use crate::record::{SettleRequest, COMPLETED};
+use crate::record::{COMPLETED, FAILED};
 use crate::token::new_token;
 
-use super::{claim_args, replay_read, scripts, settle_args, settle_what, Inner};
+use super::{claim_args, renew_args, scripts, settle_args, settle_what, Inner};
 
-pub async fn acquire(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireReply> {
-    let results = if inner.conn.is_cluster() {
-        each(&inner, requests, |s, r| async move { s.acquire(r).await }).await
-    } else {
-        acquire_pipelined(&inner, &requests).await
-    };
-    results.into_iter().map(AcquireReply::from).collect()
-}
-
-pub async fn complete(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<SettleReply> {
-    let results = if inner.conn.is_cluster() {
-        each(&inner, requests, |s, r| async move {
-            s.settle(COMPLETED, r).await
+/// The ops of one `runBatch` on the Tokio transport (TLS, or a runtime other than Node):
+/// the acquires pipelined as `acquire` does, the settles and renewals each kind in one
+/// pipeline of scripts; the answers in the ops' order.
+pub async fn run(inner: Arc<Inner>, ops: Vec<Op>) -> Vec<OpReply> {
+    let mut out: Vec<Option<OpReply>> = ops.iter().map(|_| None).collect();
+    let acquires: Vec<(usize, AcquireRequest)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Acquire(r) => Some((i, r.clone())),
+            _ => None,
         })
-        .await
-    } else {
-        complete_pipelined(&inner, &requests).await
-    };
-    results.into_iter().map(SettleReply::from).collect()
+        .collect();
+    if !acquires.is_empty() {
+        let requests: Vec<AcquireRequest> = acquires.iter().map(|(_, r)| r.clone()).collect();
+        let results = if inner.conn.is_cluster() {
+            each(&inner, requests, |s, r| async move { s.acquire(r).await }).await
+        } else {
+            acquire_pipelined(&inner, &requests).await
+        };
+        for ((i, _), r) in acquires.iter().zip(results) {
+            out[*i] = Some(OpReply::from(r));
+        }
+    }
+    let kinds = [
+        (settle_what(COMPLETED), scripts::settle()),
+        (settle_what(FAILED), scripts::settle()),
+        ("Redis renew failed", scripts::renew()),
+    ];
+    for (what, script) in kinds {
+        let mut indices = Vec::new();
+        let mut calls: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let call = match op {
+                Op::Settle(status, r) if settle_what(status) == what => {
+                    (r.key.as_str(), settle_args(status, r))
+                }
+                Op::Renew {
+                    key,
+                    token,
+                    lease_ms,
+                } if what == "Redis renew failed" => {
+                    (key.as_str(), renew_args(token.clone(), *lease_ms))
+                }
+                _ => continue,
+            };
+            indices.push(i);
+            calls.push(call);
+        }
+        if calls.is_empty() {
+            continue;
+        }
+        let replies = run_scripts(&inner, what, script, calls).await;
+        for (i, reply) in indices.into_iter().zip(replies) {
+            out[i] = Some(OpReply::from(reply.and_then(|v| inner.flag(what, &v))));
+        }
+    }
+    out.into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| OpReply::Failed("internal error: an op left unanswered".into()))
+        })
+        .collect()
 }
 
-/// The acquires of a batch on one server: the replay reads (when the store leans towards
-/// reading first) in one pipeline, then the claims the reads left open in another.
+/// The acquires of a batch on one server: every `SET NX GET` in one pipeline, then the
+/// claim scripts of the calls those did not answer in another.
 async fn acquire_pipelined(
     inner: &Inner,
     requests: &[AcquireRequest],
 ) -> Vec<StoreResult<AcquireOutcome>> {
     const WHAT: &str = "Redis acquire failed";
-    let mut out: Vec<Option<StoreResult<AcquireOutcome>>> = requests.iter().map(|_| None).collect();
-    if inner.bias.read_first() {
-        let reads = requests
-            .iter()
-            .map(|r| replay_read(&inner.redis_key(&r.key)))
-            .collect();
-        // The reads are only a shortcut: when they fail, the claim scripts decide.
-        if let Ok(replies) = pipeline(inner, WHAT, reads).await {
-            for ((slot, req), reply) in out.iter_mut().zip(requests).zip(replies) {
-                if let Ok(Ok(Some(record))) =
-                    reply.map(|v| inner.completed_from(WHAT, &req.key, &v))
-                {
-                    let replay = super::refused_by(record);
-                    inner.bias.saw(&replay);
-                    *slot = Some(Ok(replay));
-                }
-            }
-        }
+    let tokens: Vec<String> = requests.iter().map(|_| new_token()).collect();
+    let claims = requests
+        .iter()
+        .zip(&tokens)
+        .map(|(r, token)| inner.claim_command(r, token))
+        .collect();
+    let replies = match pipeline(inner, WHAT, claims).await {
+        Ok(replies) => replies,
+        Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let mut out: Vec<Option<StoreResult<AcquireOutcome>>> = Vec::with_capacity(requests.len());
+    for ((req, token), reply) in requests.iter().zip(&tokens).zip(replies) {
+        out.push(match reply {
+            Ok(v) => inner.claim_command_outcome(WHAT, req, token, v).transpose(),
+            Err(NoScript) => Some(Err(inner.malformed(WHAT, "NOSCRIPT to a SET"))),
+            Err(Failed(e)) => Some(Err(e)),
+        });
     }
     let open: Vec<usize> = (0..requests.len()).filter(|&i| out[i].is_none()).collect();
     if !open.is_empty() {
-        let tokens: Vec<String> = open.iter().map(|_| new_token()).collect();
         let calls = open
             .iter()
-            .zip(&tokens)
-            .map(|(&i, token)| (requests[i].key.as_str(), claim_args(&requests[i], token)))
+            .map(|&i| {
+                (
+                    requests[i].key.as_str(),
+                    claim_args(&requests[i], &tokens[i]),
+                )
+            })
             .collect();
-        let replies = run_scripts(inner, WHAT, scripts::acquire(), calls).await;
-        for ((&i, token), reply) in open.iter().zip(tokens).zip(replies) {
-            let outcome = reply.and_then(|v| inner.claim_outcome(WHAT, &requests[i], token, &v));
-            if let Ok(o) = &outcome {
-                inner.bias.saw(o);
-            }
-            out[i] = Some(outcome);
+        let replies = run_scripts(inner, WHAT, scripts::claim(), calls).await;
+        for (&i, reply) in open.iter().zip(replies) {
+            let token = tokens[i].clone();
+            out[i] =
+                Some(reply.and_then(|v| inner.claim_script_outcome(WHAT, &requests[i], token, &v)));
         }
     }
     out.into_iter()
-        .map(|r| r.expect("every request was answered by a read or a claim"))
-        .collect()
-}
-
-async fn complete_pipelined(inner: &Inner, requests: &[SettleRequest]) -> Vec<StoreResult<bool>> {
-    let what = settle_what(COMPLETED);
-    let calls = requests
-        .iter()
-        .map(|r| (r.key.as_str(), settle_args(COMPLETED, r)))
-        .collect();
-    run_scripts(inner, what, scripts::settle(), calls)
-        .await
-        .into_iter()
-        .map(|reply| reply.and_then(|v| inner.flag(what, &v)))
+        .map(|r| r.expect("every request was answered by its SET NX or its claim script"))
         .collect()
 }
 
@@ -114,16 +144,10 @@ async fn run_scripts(
     inner: &Inner,
     what: &str,
     script: &'static redis::Script,
-    calls: Vec<(&str, Vec<String>)>,
+    calls: Vec<(&str, Vec<Vec<u8>>)>,
 ) -> Vec<StoreResult<Value>> {
-    let evalsha = |(key, args): &(&str, Vec<String>)| {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash())
-            .arg(1)
-            .arg(inner.redis_key(key))
-            .arg(args);
-        cmd
-    };
+    let evalsha =
+        |(key, args): &(&str, Vec<Vec<u8>>)| scripts::evalsha(script, &inner.redis_key(key), args);
     let mut replies = match pipeline(inner, what, calls.iter().map(evalsha).collect()).await {
         Ok(replies) => replies,
         Err(e) => return calls.iter().map(|_| Err(e.clone())).collect(),
@@ -165,6 +189,7 @@ async fn run_scripts(
     replies
         .into_iter()
         .map(|reply| match reply {
+            Ok(Value::ServerError(e)) => Err(inner.server_failure(what, &e)),
             Ok(v) => Ok(v),
             Err(Failed(e)) => Err(e),
             Err(NoScript) => Err(inner.conn.target.failure(
@@ -184,7 +209,8 @@ enum CommandError {
 use CommandError::{Failed, NoScript};
 
 /// `commands` in one pipeline, one round trip: each command's reply or server error, in
-/// order. Err when the round trip itself failed (no connection, no answer in time).
+/// order (WRONGTYPE as its `Value::ServerError`: the caller decides what it means). Err
+/// when the round trip itself failed (no connection, no answer in time).
 async fn pipeline(
     inner: &Inner,
     what: &str,
@@ -212,7 +238,8 @@ async fn pipeline(
         .into_iter()
         .map(|v| match v {
             Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => Err(NoScript),
-            Value::ServerError(e) => Err(Failed(inner.conn.target.failure(what, e.to_string()))),
+            v if super::wrong_type(&v) => Ok(v),
+            Value::ServerError(e) => Err(Failed(inner.server_failure(what, &e))),
             v => Ok(v),
         })
         .collect())

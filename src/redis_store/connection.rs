@@ -391,9 +391,16 @@ impl Conn {
             )
         } else if e.is_connection_refusal() {
             format!("connection refused, is the server running? ({e})")
+        } else if e.code() == Some("ERR") && too_old(e.detail().unwrap_or_default()) {
+            format!("{e}{NEEDS}")
         } else {
             e.to_string()
         }
+    }
+
+    /// The connect and command timeouts.
+    pub fn timeouts(&self) -> (Duration, Duration) {
+        (self.connect_timeout, self.command_timeout)
     }
 
     /// The bound on one round trip, connecting included.
@@ -453,6 +460,24 @@ fn stuck(e: &RedisError) -> bool {
 /// timeout (the deadline is spent).
 fn resendable(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
+}
+
+/// What the store needs of the server, said when an older one refuses a command.
+const NEEDS: &str = "; RedisStore needs Redis 7.0 or newer, or Valkey 7.2 or newer \
+     (SET with NX and GET together, PEXPIRETIME)";
+
+/// An older server's answer to a command or option it does not have.
+fn too_old(detail: &str) -> bool {
+    detail.contains("syntax error") || detail.contains("unknown command")
+}
+
+/// An error reply as a message, with what the store needs when an older server gave it.
+pub fn explain(e: &redis::ServerError) -> String {
+    if e.code() == "ERR" && too_old(e.details().unwrap_or_default()) {
+        format!("{e}{NEEDS}")
+    } else {
+        e.to_string()
+    }
 }
 
 /// `prefix` as a SCAN MATCH pattern that matches only keys starting with it.

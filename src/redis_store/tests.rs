@@ -13,7 +13,7 @@ use super::*;
 
 const SECRET: &str = "s3cret-Pa55word";
 
-fn redis_url() -> String {
+pub(super) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/15".into())
 }
 
@@ -28,6 +28,7 @@ fn options(url: &str, prefix: &str) -> RedisOptions {
         connect_timeout_ms: None,
         command_timeout_ms: None,
         cluster: None,
+        on_loop: None,
     }
 }
 
@@ -35,19 +36,25 @@ fn store_at(url: &str, prefix: &str) -> NativeRedisStore {
     NativeRedisStore::from_options(options(url, prefix)).expect("store options")
 }
 
-fn store() -> (NativeRedisStore, String) {
+pub(super) fn store() -> (NativeRedisStore, String) {
     let prefix = unique_prefix();
     (store_at(&redis_url(), &prefix), prefix)
 }
 
-fn admin(url: &str) -> redis::Connection {
+pub(super) fn admin(url: &str) -> redis::Connection {
     redis::Client::open(url)
         .expect("url")
         .get_connection()
         .expect("Redis must be reachable for these tests")
 }
 
-fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> AcquireRequest {
+pub(super) fn req(
+    key: &str,
+    fp: &str,
+    lease_ms: f64,
+    ttl_ms: Option<f64>,
+    force: bool,
+) -> AcquireRequest {
     AcquireRequest {
         key: key.into(),
         name: "charge".into(),
@@ -59,7 +66,7 @@ fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> 
     }
 }
 
-fn settle_req(
+pub(super) fn settle_req(
     key: &str,
     token: &str,
     result: Option<&str>,
@@ -78,6 +85,44 @@ fn settle_req(
 
 fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+/// Writes a record of format 1 (a hash, as versions before format 2 did) at `prefix + key`:
+/// name "charge", fingerprint "fp", attempts 1, created at 1000, plus `extra` fields.
+fn legacy_hash(
+    con: &mut redis::Connection,
+    prefix: &str,
+    key: &str,
+    status: &str,
+    extra: &[(&str, String)],
+) {
+    let mut cmd = redis::cmd("HSET");
+    cmd.arg(format!("{prefix}{key}"));
+    for (f, v) in [
+        ("key", key),
+        ("name", "charge"),
+        ("fingerprint", "fp"),
+        ("status", status),
+        ("attempts", "1"),
+        ("created_at", "1000"),
+        ("updated_at", "2000"),
+    ] {
+        cmd.arg(f).arg(v);
+    }
+    for (f, v) in extra {
+        cmd.arg(*f).arg(v);
+    }
+    let _: () = cmd.query(con).unwrap();
+}
+
+/// A claim written by SET NX: its key expires CLAIM_PX ms after the claim (the lease's
+/// clock), tens of thousands of years away: a pending record never vanishes in practice.
+fn assert_claim_expiry(pttl: i64) {
+    assert!(
+        pttl > record::CLAIM_PX - 60_000 && pttl <= record::CLAIM_PX,
+        "a SET NX claim's expiry: {pttl}"
+    );
+    assert!(pttl / (365 * 24 * 3600 * 1000) > 30_000, "{pttl}");
 }
 
 // ---------------------------------------------------------------- URL, options, MATCH
@@ -338,8 +383,7 @@ async fn claim_table_on_a_real_server() {
         .unwrap();
     assert!(a.acquired && a.attempts == 1 && !a.taken_over);
     let t1 = a.token.clone().unwrap();
-    let pending_ttl = pttl(&mut con, &format!("{prefix}k"));
-    assert_eq!(pending_ttl, -1, "a pending record has no expiry");
+    assert_claim_expiry(pttl(&mut con, &format!("{prefix}k")));
 
     // Pending, lease alive: refused with the record; with force: claimed again.
     let b = st
@@ -360,15 +404,7 @@ async fn claim_table_on_a_real_server() {
     let t2 = c.token.unwrap();
 
     // Fencing: the first token can no longer renew or settle.
-    assert!(!st
-        .flag_script(
-            "renew",
-            scripts::renew(),
-            "k",
-            vec![t1.clone(), "1000".into()]
-        )
-        .await
-        .unwrap());
+    assert!(!st.renew("k".into(), t1.clone(), 1000.0).await.unwrap());
     assert!(!st
         .settle(COMPLETED, settle_req("k", &t1, Some("1"), None, None))
         .await
@@ -469,13 +505,332 @@ async fn claim_table_on_a_real_server() {
         )
         .await
         .unwrap());
-    assert!(!st
-        .flag_script("renew", scripts::renew(), "d", vec![stale, "1000".into()])
-        .await
-        .unwrap());
+    assert!(!st.renew("d".into(), stale.clone(), 1000.0).await.unwrap());
     assert_eq!(st.get("d".into()).await.unwrap().unwrap().status, "pending");
 
     assert!(st.clear(None).await.unwrap() >= 3);
+}
+
+/// The key's PEXPIRETIME.
+fn pexpiretime(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+/// Waits (polling, not guessing) until the server's clock has passed `at`.
+async fn server_passes(st: &Inner, at: i64) {
+    while st.server_time("time").await.unwrap() <= at {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn a_claims_lease_is_timed_by_the_servers_clock_through_its_expiry() {
+    let (s, prefix) = store();
+    let mut con = admin(&redis_url());
+    let st = &s.inner;
+    let before = st.server_time("time").await.unwrap();
+    let a = st
+        .acquire(req("k", "fp", 5_000.0, None, false))
+        .await
+        .unwrap();
+    let after = st.server_time("time").await.unwrap();
+    assert!(a.acquired);
+    // The claim carries no time of any clock: its times are empty, and its key's expiry
+    // (set by the server) says when it was made.
+    let raw: Vec<u8> = redis::cmd("GET")
+        .arg(format!("{prefix}k"))
+        .query(&mut con)
+        .unwrap();
+    let head = format!("idt2p{}1,5000,,,,,;", a.token.as_deref().unwrap());
+    assert!(
+        raw.starts_with(head.as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+    let claimed = pexpiretime(&mut con, &format!("{prefix}k")) - record::CLAIM_PX;
+    assert!(
+        (before..=after).contains(&claimed),
+        "{before} <= {claimed} <= {after}"
+    );
+    let r = st.get("k".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (r.created_at, r.updated_at),
+        (claimed as f64, claimed as f64)
+    );
+    assert_eq!(r.lease_expires_at, Some((claimed + 5_000) as f64));
+
+    // While the server's clock is before the lease's end, the claim holds; once past it,
+    // the next call takes it over.
+    let b = st
+        .acquire(req("short", "fp", 30.0, None, false))
+        .await
+        .unwrap();
+    let end = st
+        .get("short".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at
+        .unwrap() as i64;
+    let early = st
+        .acquire(req("short", "fp", 30.0, None, false))
+        .await
+        .unwrap();
+    if st.server_time("time").await.unwrap() < end {
+        assert!(
+            !early.acquired,
+            "taken over before the server's clock reached the lease's end"
+        );
+    }
+    server_passes(st, end).await;
+    let c = st
+        .acquire(req("short", "fp", 30.0, None, false))
+        .await
+        .unwrap();
+    assert!(c.acquired && c.taken_over && c.attempts == 2);
+    // The first owner is fenced: its renewal and its settle are refused.
+    let stale = b.token.unwrap();
+    assert!(!st.renew("short".into(), stale.clone(), 30.0).await.unwrap());
+    assert!(!st
+        .settle(
+            COMPLETED,
+            settle_req("short", &stale, Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    st.clear(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pending_record_never_expires_while_unresolved() {
+    let (s, prefix) = store();
+    let mut con = admin(&redis_url());
+    let st = &s.inner;
+    let key = |k: &str| format!("{prefix}{k}");
+
+    // A SET NX claim: its key's expiry is CLAIM_PX after the claim (31,700 years).
+    let a = st
+        .acquire(req("a", "fp", 60_000.0, Some(1.0), false))
+        .await
+        .unwrap();
+    assert_claim_expiry(pttl(&mut con, &key("a")));
+    // Renewed: the times are written out and the expiry is gone; the record now outlives
+    // any PX, and still shows when it was claimed.
+    let created = st.get("a".into()).await.unwrap().unwrap().created_at;
+    assert!(st
+        .renew("a".into(), a.token.clone().unwrap(), 60_000.0)
+        .await
+        .unwrap());
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+    let r = st.get("a".into()).await.unwrap().unwrap();
+    assert_eq!(r.created_at, created);
+    assert!(r.lease_expires_at.unwrap() >= created + 60_000.0);
+    // Claimed by 'retry', taken over, released: never an expiry either.
+    assert!(
+        st.acquire(req("a", "fp", 1.0, None, true))
+            .await
+            .unwrap()
+            .acquired
+    );
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+    let end = st
+        .get("a".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at
+        .unwrap() as i64;
+    server_passes(st, end).await;
+    let t = st
+        .acquire(req("a", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(t.acquired && t.taken_over && t.attempts == 3);
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+    assert_eq!(
+        st.get("a".into()).await.unwrap().unwrap().created_at,
+        created
+    );
+    assert!(st.release("a".into()).await.unwrap());
+    assert_eq!(pttl(&mut con, &key("a")), -1);
+
+    // However old a dead owner's SET NX claim is (here ten days, by moving its expiry), it
+    // is taken over (reconcile is asked), never claimed as new.
+    let b = st
+        .acquire(req("b", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(b.acquired);
+    let ten_days_ago = st.server_time("time").await.unwrap() - 10 * 24 * 3600 * 1000;
+    let _: () = redis::cmd("PEXPIREAT")
+        .arg(key("b"))
+        .arg(ten_days_ago + record::CLAIM_PX)
+        .query(&mut con)
+        .unwrap();
+    let r = st.get("b".into()).await.unwrap().unwrap();
+    assert_eq!(r.created_at as i64, ten_days_ago);
+    let o = st
+        .acquire(req("b", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(o.acquired && o.taken_over && o.attempts == 2);
+    assert_eq!(
+        st.get("b".into()).await.unwrap().unwrap().created_at as i64,
+        ten_days_ago
+    );
+
+    // A claim whose expiry was removed by hand (so when it was made is unknown) is taken
+    // over too: never a claim stuck for good, never a fresh one.
+    assert!(
+        st.acquire(req("c", "fp", 60_000.0, None, false))
+            .await
+            .unwrap()
+            .acquired
+    );
+    let _: () = redis::cmd("PERSIST").arg(key("c")).query(&mut con).unwrap();
+    let o = st
+        .acquire(req("c", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(o.acquired && o.taken_over && o.attempts == 2);
+
+    // ttlMs counts from the settle.
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("c", &o.token.unwrap(), Some("1"), None, Some(60_000.0))
+        )
+        .await
+        .unwrap());
+    let ttl = pttl(&mut con, &key("c"));
+    assert!(ttl > 59_000 && ttl <= 60_000, "{ttl}");
+    st.clear(None).await.unwrap();
+}
+
+/// A staged settle (lua/settle_staged.lua), as the loop transport sends it for a large
+/// outcome: the staging key's SET, then the script.
+fn staged_settle(
+    con: &mut redis::Connection,
+    prefix: &str,
+    key: &str,
+    token: &str,
+    result: Option<&str>,
+    ttl_ms: Option<i64>,
+) -> redis::RedisResult<i64> {
+    let stage = format!("{prefix}\0staged:{token}");
+    if let Some(result) = result {
+        let mut value = vec![b' '; record::STAGED_HEAD];
+        value.extend_from_slice(&record::outcome_fields(Some(result), None));
+        let _: () = redis::cmd("SET")
+            .arg(&stage)
+            .arg(value)
+            .arg("PX")
+            .arg(60_000)
+            .query(con)?;
+    }
+    scripts::settle_staged()
+        .key(format!("{prefix}{key}"))
+        .key(&stage)
+        .arg(token)
+        .arg("c")
+        .arg(ttl_ms.map(|t| t.to_string()).unwrap_or_default())
+        .arg("12")
+        .arg(record::STAGED_HEAD)
+        .invoke(con)
+}
+
+#[tokio::test]
+async fn a_staged_settle_renames_a_large_outcome_into_place() {
+    let (s, prefix) = store();
+    let mut con = admin(&redis_url());
+    let st = &s.inner;
+    let big = format!("{{\"text\":\"{}\"}}", "é;,:".repeat(2000));
+    let a = st
+        .acquire(req("k", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let token = a.token.unwrap();
+    let created = st.get("k".into()).await.unwrap().unwrap().created_at;
+    let settled = staged_settle(&mut con, &prefix, "k", &token, Some(&big), Some(60_000));
+    assert_eq!(settled.unwrap(), 1);
+    let r = st.get("k".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status.as_str(), r.result.as_deref(), r.attempts),
+        (COMPLETED, Some(big.as_str()), 1)
+    );
+    assert_eq!(
+        r.created_at, created,
+        "the claim's time, from its key's expiry"
+    );
+    assert_eq!(
+        (r.duration_ms, r.name.as_str(), r.fingerprint.as_str()),
+        (Some(12.0), "charge", "fp")
+    );
+    assert_eq!(r.expires_at.unwrap() - r.updated_at, 60_000.0);
+    let ttl = pttl(&mut con, &format!("{prefix}k"));
+    assert!(
+        ttl > 59_000 && ttl <= 60_000,
+        "ttlMs from the settle: {ttl}"
+    );
+    let exists = |con: &mut redis::Connection, k: String| -> i64 {
+        redis::cmd("EXISTS").arg(k).query(con).unwrap()
+    };
+    assert_eq!(
+        exists(&mut con, format!("{prefix}\0staged:{token}")),
+        0,
+        "renamed away"
+    );
+    let replay = st
+        .acquire(req("k", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some(big.as_str()));
+    // The same settle sent again (its reply lost): recognised, and its new staging key removed.
+    assert_eq!(
+        staged_settle(&mut con, &prefix, "k", &token, Some(&big), Some(60_000)).unwrap(),
+        1
+    );
+    assert_eq!(exists(&mut con, format!("{prefix}\0staged:{token}")), 0);
+    // Fenced: another token's staged settle is refused, and leaves nothing behind.
+    let b = st
+        .acquire(req("b", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let stale = new_token();
+    assert_eq!(
+        staged_settle(&mut con, &prefix, "b", &stale, Some(&big), None).unwrap(),
+        0
+    );
+    assert_eq!(exists(&mut con, format!("{prefix}\0staged:{stale}")), 0);
+    assert_eq!(st.get("b".into()).await.unwrap().unwrap().status, PENDING);
+    // Its staging key gone (expired before the script ran): an error, the claim untouched.
+    let e = staged_settle(
+        &mut con,
+        &prefix,
+        "b",
+        b.token.as_deref().unwrap(),
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("staged outcome"), "{e}");
+    assert_eq!(st.get("b".into()).await.unwrap().unwrap().status, PENDING);
+    assert_eq!(
+        exists(&mut con, format!("{prefix}\0staged:{}", b.token.unwrap())),
+        0
+    );
+    // Listings and clear() skip staging keys (not records); the records are all there.
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}\0staged:x"))
+        .arg(" ".repeat(200))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(st.list(None, None).await.unwrap().len(), 2);
+    assert_eq!(st.clear(None).await.unwrap(), 2);
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{prefix}\0staged:x"))
+        .query(&mut con)
+        .unwrap();
 }
 
 #[tokio::test]
@@ -490,11 +845,9 @@ async fn expiry_follows_ttl_and_leases() {
         .await
         .unwrap();
     let key = format!("{prefix}t");
-    let p = pttl(&mut con, &key);
-    assert_eq!(
-        p, -1,
-        "pending: no expiry, whatever the ttl (it counts from the settle)"
-    );
+    // Pending: only the claim's own expiry (the lease's clock), whatever the ttl (it
+    // counts from the settle).
+    assert_claim_expiry(pttl(&mut con, &key));
     assert!(st
         .settle(
             COMPLETED,
@@ -562,12 +915,7 @@ async fn expiry_follows_ttl_and_leases() {
         .unwrap();
     let token = c.token.unwrap();
     assert!(st
-        .flag_script(
-            "renew",
-            scripts::renew(),
-            "p",
-            vec![token.clone(), "7200000".into()]
-        )
+        .renew("p".into(), token.clone(), 7200000.0)
         .await
         .unwrap());
     let after = st
@@ -666,10 +1014,7 @@ async fn release_fails_a_pending_record_and_drops_its_token() {
         .acquire(req("r", "fp", 60_000.0, None, false))
         .await
         .unwrap();
-    assert!(st
-        .flag_script("release", scripts::release(), "r", vec![])
-        .await
-        .unwrap());
+    assert!(st.release("r".into()).await.unwrap());
     let r = st.get("r".into()).await.unwrap().unwrap();
     assert_eq!(r.status, "failed");
     assert_eq!(
@@ -684,53 +1029,50 @@ async fn release_fails_a_pending_record_and_drops_its_token() {
         )
         .await
         .unwrap());
-    assert!(
-        !st.flag_script("release", scripts::release(), "r", vec![])
-            .await
-            .unwrap(),
-        "not pending"
-    );
+    assert!(!st.release("r".into()).await.unwrap(), "not pending");
     let b = st
         .acquire(req("r", "fp", 60_000.0, None, false))
         .await
         .unwrap();
     assert!(b.acquired && b.attempts == 2);
-    assert!(!st
-        .flag_script("release", scripts::release(), "nothing", vec![])
-        .await
-        .unwrap());
+    assert!(!st.release("nothing".into()).await.unwrap());
     st.clear(None).await.unwrap();
 }
 
 #[tokio::test]
 async fn resent_acquire_and_settle_recognise_their_own_token() {
+    // The connection resends a command once when it drops (connection.rs): a claim or a
+    // settle that was applied before its reply was lost must come back as the caller's.
     let (s, _) = store();
     let st = &s.inner;
-    let args = |token: &str| {
-        vec![
-            "charge".into(),
-            "fp".into(),
-            token.into(),
-            "10000".into(),
-            String::new(),
-            "0".into(),
-            "k".into(),
-        ]
-    };
     let token = new_token();
+    let claim = req("k", "fp", 10_000.0, None, false);
     for _ in 0..2 {
-        let v = st
-            .script("acquire", scripts::acquire(), "k", args(&token))
+        let reply = st
+            .command("acquire", &st.claim_command(&claim, &token))
             .await
             .unwrap();
-        assert_eq!(
-            int(&match v {
-                Value::Array(a) => a[0].clone(),
-                other => other,
-            }),
-            Some(1)
-        );
+        let o = st
+            .claim_command_outcome("acquire", &claim, &token, reply)
+            .unwrap()
+            .expect("SET NX alone answers");
+        assert!(o.acquired && o.attempts == 1, "{o:?}");
+        assert_eq!(o.token.as_deref(), Some(token.as_str()));
     }
+    // The claim script too (a takeover or a 'retry' sent twice).
+    let force = req("k", "fp", 10_000.0, None, true);
+    let again = new_token();
+    for attempts in [2, 2] {
+        let reply = st
+            .script("acquire", scripts::claim(), "k", claim_args(&force, &again))
+            .await
+            .unwrap();
+        let o = st
+            .claim_script_outcome("acquire", &force, again.clone(), &reply)
+            .unwrap();
+        assert!(o.acquired && o.attempts == attempts, "{o:?}");
+    }
+    let token = again;
     let settle = settle_req("k", &token, Some("42"), None, None);
     assert!(st
         .settle(COMPLETED, settle_req("k", &token, Some("42"), None, None))
@@ -763,7 +1105,7 @@ async fn resent_acquire_and_settle_recognise_their_own_token() {
     let r = st.get("k".into()).await.unwrap().unwrap();
     assert_eq!(
         (r.status.as_str(), r.result.as_deref(), r.attempts),
-        ("completed", Some("42"), 1)
+        ("completed", Some("42"), 2)
     );
     st.clear(None).await.unwrap();
 }
@@ -1216,55 +1558,26 @@ async fn a_replay_is_one_command_and_a_first_call_two() {
         .await
         .unwrap());
     let first = monitored(watch);
-    assert_eq!(first.len(), 2, "{first:#?}");
+    let commands: Vec<&str> = first.iter().filter_map(|l| l.split('"').nth(1)).collect();
+    assert_eq!(commands, ["SET", "EVALSHA"], "{first:#?}");
     assert!(
-        first
-            .iter()
-            .all(|l| l.contains("\"evalsha\"") || l.contains("\"EVALSHA\"")),
-        "{first:#?}"
+        first[0].contains("\"NX\" \"GET\" \"PX\""),
+        "the claim is a plain SET NX GET: {first:#?}"
     );
 
-    let watch = monitor(server.port);
-    let replay = s
-        .inner
-        .acquire(req("k", "fp", 10_000.0, None, false))
-        .await
-        .unwrap();
-    assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
-    let second = monitored(watch);
-    assert_eq!(second.len(), 1, "{second:#?}");
-
-    // Once replays are what the store sees, a replay reads without a script: one HMGET
-    // (no TIME: a settled record's key expires with it), and the server runs no Lua.
+    // A replay is that same SET NX GET, answered with the record: no script at all.
     for _ in 0..3 {
-        s.inner
+        let watch = monitor(server.port);
+        let replay = s
+            .inner
             .acquire(req("k", "fp", 10_000.0, None, false))
             .await
             .unwrap();
+        assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
+        let seen = monitored(watch);
+        assert_eq!(seen.len(), 1, "{seen:#?}");
+        assert!(seen[0].contains("\"SET\""), "{seen:#?}");
     }
-    let watch = monitor(server.port);
-    let replay = s
-        .inner
-        .acquire(req("k", "fp", 10_000.0, None, false))
-        .await
-        .unwrap();
-    assert_eq!(replay.record.unwrap().result.as_deref(), Some("1"));
-    let third = monitored(watch);
-    assert_eq!(third.len(), 1, "{third:#?}");
-    assert!(third.iter().any(|l| l.contains("\"HMGET\"")), "{third:#?}");
-    assert!(
-        !third
-            .iter()
-            .any(|l| l.contains("EVALSHA") || l.contains("lua")),
-        "{third:#?}"
-    );
-    // A new key read first finds nothing and is claimed by the script all the same.
-    let n = s
-        .inner
-        .acquire(req("new", "fp", 10_000.0, None, false))
-        .await
-        .unwrap();
-    assert!(n.acquired && n.attempts == 1);
 }
 
 #[tokio::test]
@@ -1277,18 +1590,22 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         "on",
         ">acl-Pa55word",
         "~app:*",
+        "+set",
+        "+get",
+        "+pexpiretime",
         "+evalsha",
         "+script|load",
         "+time",
+        "+type",
         "+hgetall",
         "+hmget",
-        "+hset",
-        "+hdel",
-        "+del",
-        "+pexpireat",
-        "+persist",
         "+scan",
         "+unlink",
+        "+setrange",
+        "+append",
+        "+rename",
+        "+pexpireat",
+        "+persist",
         "+select",
     ];
     let _: () = redis::cmd("ACL")
@@ -1305,15 +1622,7 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         .await
         .unwrap();
     let t = a.token.unwrap();
-    assert!(st
-        .flag_script(
-            "renew",
-            scripts::renew(),
-            "k",
-            vec![t.clone(), "5000".into()]
-        )
-        .await
-        .unwrap());
+    assert!(st.renew("k".into(), t.clone(), 5000.0).await.unwrap());
     assert!(st
         .settle(COMPLETED, settle_req("k", &t, Some("1"), None, None))
         .await
@@ -1329,10 +1638,7 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         .await
         .unwrap();
     assert!(b.acquired);
-    assert!(st
-        .flag_script("release", scripts::release(), "r", vec![])
-        .await
-        .unwrap());
+    assert!(st.release("r".into()).await.unwrap());
     assert_eq!(
         st.get("k".into()).await.unwrap().unwrap().status,
         "completed"
@@ -1353,6 +1659,57 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         0,
         "a key that is not a record is skipped"
     );
+    // Records of format 1 (hashes), read and migrated through the same commands: the
+    // scripts run TYPE, HGETALL and SET on them, clear runs HMGET.
+    legacy_hash(
+        &mut con,
+        "app:",
+        "done",
+        "completed",
+        &[("result", "7".into())],
+    );
+    legacy_hash(
+        &mut con,
+        "app:",
+        "dead",
+        "pending",
+        &[("lease_expires_at", "1".into()), ("token", new_token())],
+    );
+    legacy_hash(
+        &mut con,
+        "app:",
+        "stuck",
+        "pending",
+        &[
+            ("lease_expires_at", "99999999999999".into()),
+            ("token", new_token()),
+        ],
+    );
+    legacy_hash(&mut con, "app:", "gone", "failed", &[]);
+    assert_eq!(st.list(None, None).await.unwrap().len(), 4);
+    assert_eq!(
+        st.get("done".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .result
+            .as_deref(),
+        Some("7")
+    );
+    let replay = st
+        .acquire(req("done", "fp", 10_000.0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(replay.record.unwrap().result.as_deref(), Some("7"));
+    assert!(
+        st.acquire(req("dead", "fp", 10_000.0, None, false))
+            .await
+            .unwrap()
+            .taken_over
+    );
+    assert!(st.release("stuck".into()).await.unwrap());
+    assert_eq!(st.clear(Some("gone".into())).await.unwrap(), 1);
+    assert_eq!(st.clear(None).await.unwrap(), 3);
 
     // A wrong password: an error that names the server, never the password.
     let bad = store_at(
@@ -1500,48 +1857,142 @@ async fn any_result_and_error_text_is_kept_byte_for_byte() {
     st.clear(None).await.unwrap();
 }
 
-/// A store leaning towards reads (its recent calls found completed records).
-async fn leaning_to_reads(s: &NativeRedisStore) {
+/// One acquire's answer in a batch (`batch::run`): its outcome, or its failure.
+struct AcquireAnswer {
+    outcome: Option<AcquireOutcome>,
+    error: Option<String>,
+}
+
+/// One settle's answer in a batch.
+struct SettleAnswer {
+    settled: Option<bool>,
+    error: Option<String>,
+}
+
+/// `batch::run` with acquires only.
+async fn acquire_batch(inner: Arc<Inner>, requests: Vec<AcquireRequest>) -> Vec<AcquireAnswer> {
+    let ops = requests.into_iter().map(ops::Op::Acquire).collect();
+    batch::run(inner, ops)
+        .await
+        .into_iter()
+        .map(|reply| match reply {
+            ops::OpReply::Claimed {
+                token,
+                attempts,
+                taken_over,
+            } => AcquireAnswer {
+                outcome: Some(claimed(token, attempts, taken_over)),
+                error: None,
+            },
+            ops::OpReply::Refused(r) => AcquireAnswer {
+                outcome: Some(refused_by_native(*r)),
+                error: None,
+            },
+            ops::OpReply::Failed(e) => AcquireAnswer {
+                outcome: None,
+                error: Some(e),
+            },
+            ops::OpReply::Flag(_) => panic!("an acquire answered with a flag"),
+        })
+        .collect()
+}
+
+fn refused_by_native(record: NativeRecord) -> AcquireOutcome {
+    AcquireOutcome {
+        acquired: false,
+        token: None,
+        attempts: record.attempts,
+        taken_over: false,
+        record: Some(record),
+    }
+}
+
+/// `batch::run` with completes only.
+async fn complete_batch(inner: Arc<Inner>, requests: Vec<SettleRequest>) -> Vec<SettleAnswer> {
+    let ops = requests
+        .into_iter()
+        .map(|r| ops::Op::Settle(COMPLETED, r))
+        .collect();
+    batch::run(inner, ops)
+        .await
+        .into_iter()
+        .map(|reply| match reply {
+            ops::OpReply::Flag(b) => SettleAnswer {
+                settled: Some(b),
+                error: None,
+            },
+            ops::OpReply::Failed(e) => SettleAnswer {
+                settled: None,
+                error: Some(e),
+            },
+            _ => panic!("a settle answered with an acquire's answer"),
+        })
+        .collect()
+}
+
+/// A completed record at `key` with result `result`.
+async fn completed(s: &NativeRedisStore, key: &str, result: &str) {
     let w = s
         .inner
-        .acquire(req("lean", "fp", 10_000.0, None, false))
+        .acquire(req(key, "fp", 10_000.0, None, false))
         .await
         .unwrap();
-    let t = w.token.unwrap_or_default();
-    s.inner
-        .settle(COMPLETED, settle_req("lean", &t, Some("0"), None, None))
+    assert!(s
+        .inner
+        .settle(
+            COMPLETED,
+            settle_req(key, &w.token.unwrap(), Some(result), None, None)
+        )
         .await
-        .unwrap();
-    for _ in 0..ReplayBias::BOUND {
-        s.inner
-            .acquire(req("lean", "fp", 10_000.0, None, false))
-            .await
-            .unwrap();
-    }
-    assert!(s.inner.bias.read_first());
+        .unwrap());
 }
 
 #[tokio::test]
-async fn a_batch_reads_first_claims_the_rest_and_each_call_keeps_its_own_outcome() {
+async fn a_batch_claims_with_set_nx_and_scripts_only_what_is_in_the_way() {
     let server = Server::start(&[]);
     let s = store_at(&server.url(), "p:");
-    leaning_to_reads(&s).await;
+    completed(&s, "done", "0").await;
+    assert!(
+        s.inner
+            .acquire(req("busy", "fp", 10_000.0, None, false))
+            .await
+            .unwrap()
+            .acquired
+    );
+    // (This one also loads the claim script: the pipeline below would load it otherwise.)
+    let in_flight = s.inner.acquire(req("busy", "fp", 10_000.0, None, false));
+    assert!(!in_flight.await.unwrap().acquired);
     let mut con = admin(&server.url());
-    // A key of another type under the prefix: its claim fails, the others' do not.
+    legacy_hash(
+        &mut con,
+        "p:",
+        "old",
+        "completed",
+        &[("result", "5".into())],
+    );
+    // Keys of other applications under the prefix: their claims fail, the others' do not.
     let _: () = redis::cmd("SET")
         .arg("p:alien")
         .arg("x")
         .query(&mut con)
         .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg("p:list")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
 
     let watch = monitor(server.port);
-    let replies = batch::acquire(
+    let replies = acquire_batch(
         s.inner.clone(),
         vec![
-            req("lean", "fp", 10_000.0, None, false),
+            req("done", "fp", 10_000.0, None, false),
             req("new", "fp", 10_000.0, None, false),
             req("alien", "fp", 10_000.0, None, false),
-            req("lean", "other", 10_000.0, None, false),
+            req("done", "other", 10_000.0, None, false),
+            req("busy", "fp", 10_000.0, None, false),
+            req("old", "fp", 10_000.0, None, false),
+            req("list", "fp", 10_000.0, None, false),
         ],
     )
     .await;
@@ -1551,38 +2002,49 @@ async fn a_batch_reads_first_claims_the_rest_and_each_call_keeps_its_own_outcome
     assert_eq!(replay.record.as_ref().unwrap().result.as_deref(), Some("0"));
     let claimed = replies[1].outcome.as_ref().unwrap();
     assert!(claimed.acquired && claimed.attempts == 1 && claimed.token.is_some());
-    let alien = replies[2].error.as_deref().unwrap();
-    assert!(
-        alien.contains("WRONGTYPE") && alien.contains("Redis acquire failed"),
-        "{alien}"
-    );
-    assert!(replies[2].outcome.is_none());
+    for alien in [&replies[2], &replies[6]] {
+        let e = alien.error.as_deref().unwrap();
+        assert!(
+            e.contains("did not write") && e.contains("Redis acquire failed"),
+            "{e}"
+        );
+        assert!(alien.outcome.is_none());
+    }
     // Another fingerprint on a completed record: the record comes back; the wrapper
     // reports the mismatch.
     let mismatch = replies[3].outcome.as_ref().unwrap();
     assert_eq!(mismatch.record.as_ref().unwrap().fingerprint, "fp");
-    // Four reads, then the claims of the two keys the reads did not answer (the read
-    // of "alien" failed with WRONGTYPE and is left to the script).
+    let busy = replies[4].outcome.as_ref().unwrap();
+    assert!(!busy.acquired);
+    let busy = busy.record.as_ref().unwrap();
+    assert_eq!(busy.status, PENDING);
+    assert!(busy.lease_expires_at.unwrap() > busy.created_at);
+    let old = replies[5].outcome.as_ref().unwrap();
+    assert_eq!(old.record.as_ref().unwrap().result.as_deref(), Some("5"));
+    // Seven SET NX GETs in one pipeline, then the claim scripts of the three keys whose
+    // record (pending, format 1, or of another type) needs the claim rule.
     let commands: Vec<&str> = seen.iter().filter_map(|l| l.split('"').nth(1)).collect();
     assert_eq!(
         commands,
-        ["HMGET", "HMGET", "HMGET", "HMGET", "EVALSHA", "EVALSHA"],
+        ["SET", "SET", "SET", "SET", "SET", "SET", "SET", "EVALSHA", "EVALSHA", "EVALSHA"],
         "{seen:#?}"
     );
 
     let token = claimed.token.clone().unwrap();
-    let settled = batch::complete(
+    let settled = complete_batch(
         s.inner.clone(),
         vec![
             settle_req("new", &token, Some("7"), None, None),
             settle_req("new", "not-the-token", Some("8"), None, None),
             settle_req("alien", &token, Some("9"), None, None),
+            settle_req("list", &token, Some("9"), None, None),
         ],
     )
     .await;
     assert_eq!(settled[0].settled, Some(true));
     assert_eq!(settled[1].settled, Some(false));
-    assert!(settled[2].error.as_deref().unwrap().contains("WRONGTYPE"));
+    assert_eq!(settled[2].settled, Some(false), "{:?}", settled[2].error);
+    assert_eq!(settled[3].settled, Some(false), "{:?}", settled[3].error);
     let r = s.inner.get("new".into()).await.unwrap().unwrap();
     assert_eq!(
         (r.status.as_str(), r.result.as_deref()),
@@ -1594,18 +2056,18 @@ async fn a_batch_reads_first_claims_the_rest_and_each_call_keeps_its_own_outcome
 async fn a_batch_loads_its_scripts_again_after_the_server_forgets_them() {
     let server = Server::start(&[]);
     let s = store_at(&server.url(), "p:");
-    let first = batch::acquire(s.inner.clone(), vec![req("a", "fp", 10_000.0, None, false)]).await;
+    let first = acquire_batch(s.inner.clone(), vec![req("a", "fp", 10_000.0, None, false)]).await;
     let token = first[0].outcome.as_ref().unwrap().token.clone().unwrap();
     let mut con = admin(&server.url());
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
-    let done = batch::complete(
+    let done = complete_batch(
         s.inner.clone(),
         vec![settle_req("a", &token, Some("1"), None, None)],
     )
     .await;
     assert_eq!(done[0].settled, Some(true), "{:?}", done[0].error);
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
-    let again = batch::acquire(
+    let again = acquire_batch(
         s.inner.clone(),
         vec![
             req("a", "fp", 10_000.0, None, false),
@@ -1625,7 +2087,6 @@ async fn a_batch_loads_its_scripts_again_after_the_server_forgets_them() {
 #[tokio::test]
 async fn a_read_never_replays_a_record_past_its_ttl() {
     let (s, _prefix) = store();
-    leaning_to_reads(&s).await;
     let a = s
         .inner
         .acquire(req("short", "fp", 10_000.0, None, false))
@@ -1651,7 +2112,7 @@ async fn a_read_never_replays_a_record_past_its_ttl() {
     while (s.inner.server_time("time").await.unwrap() as f64) <= expires_at {
         tokio::task::yield_now().await;
     }
-    for reply in batch::acquire(
+    for reply in acquire_batch(
         s.inner.clone(),
         vec![req("short", "fp", 10_000.0, None, false)],
     )

@@ -1,0 +1,280 @@
+// RedisStore's transport on the JavaScript thread's own event loop (src/redis_store/on_loop/):
+// a plain redis:// server under Node. What the Tokio transport's outage tests check
+// (src/redis_store/tests.rs) holds here too, and what only this transport must do: run no
+// other thread, keep Node running while (and only while) a call is in flight, close with
+// a worker thread.
+
+import { readFileSync, readdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { ROOT, lib, runNode } from './helpers';
+import { RedisServer, uniquePrefix } from './redis-server';
+
+const { idempotent, RedisStore, StoreError } = lib;
+const servers: RedisServer[] = [];
+afterAll(async () => {
+  for (const s of servers) await s.kill();
+});
+
+async function server(args: string[] = []) {
+  const s = await RedisServer.start(args);
+  servers.push(s);
+  return s;
+}
+
+/** Times the Tokio worker thread (`idempotent-io`) of this process was switched in so far. */
+function tokioSwitches(): number {
+  let n = 0;
+  for (const tid of readdirSync('/proc/self/task')) {
+    const status = readFileSync(`/proc/self/task/${tid}/status`, 'utf8');
+    if (!/^Name:\s+idempotent-io$/m.test(status)) continue;
+    n += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)![1]);
+    n += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)![1]);
+  }
+  return n;
+}
+
+describe('RedisStore on the JavaScript thread\'s event loop', () => {
+  it.runIf(process.platform === 'linux')('runs a call\'s acquire, renew, complete and fail without waking the Tokio worker', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    const pay = idempotent(async function pay(n: number) {
+      if (n % 7 === 0) throw new Error(`declined ${n}`);
+      // A lease of 30 ms renews while this sleeps.
+      if (n % 50 === 1) await new Promise((r) => setTimeout(r, 40));
+      return { n };
+    }, { store, leaseMs: 30 });
+    await pay(100); // connected
+    const before = tokioSwitches();
+    const calls = Array.from({ length: 300 }, (_, i) => pay(i % 150).then((v) => v, (e: Error) => e.message));
+    const results = await Promise.all(calls);
+    expect(tokioSwitches()).toBe(before);
+    expect(results[14]).toBe('declined 14');
+    expect(results[2]).toEqual({ n: 2 });
+    await store.close();
+  });
+
+  it('one turn\'s calls cross as one string: keys, names, metas and results of any characters arrive exactly, and a bad key fails only its own call', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    const keys = ['a;b,c:d', 'é', '😀 two units', '1:2:3', ';', ',', '-1', 'x'.repeat(1900), 'k\u0000nul', '日本語のキー'];
+    let runs = 0;
+    const names = ['n;1', 'ñame', '😀'];
+    const wrapped = names.map((name) =>
+      idempotent(async (k: string) => { runs++; return { k, text: `résumé 😀 ${k.slice(0, 8)}`, n: [1, ';', ','] }; }, { name, store, meta: () => ({ scope: `thread ✓ ${name}` }) }),
+    );
+    // Every call of the first round is made in one turn: one crossing.
+    const first = await Promise.all(
+      keys.flatMap((k) => wrapped.map((f) => f.withKey(`${f.name}/${k}`)(k).then((v) => v, (e: Error) => e))),
+    );
+    for (const v of first) expect(v).not.toBeInstanceOf(Error);
+    expect(runs).toBe(keys.length * names.length);
+    // A lone surrogate in one key fails that call alone (a TypeError naming the key); the
+    // others of the same turn go through.
+    const mixed = await Promise.all([
+      wrapped[0].withKey('bad \uD800')('x').then((v) => v, (e: Error) => e),
+      ...keys.map((k) => wrapped[1].withKey(`${wrapped[1].name}/${k}`)(k)),
+    ]);
+    expect(mixed[0]).toBeInstanceOf(TypeError);
+    expect((mixed[0] as Error).message).toMatch(/the key/);
+    expect(mixed.slice(1)).toEqual(keys.map((k) => ({ k, text: `résumé 😀 ${k.slice(0, 8)}`, n: [1, ';', ','] })));
+    expect(runs).toBe(keys.length * names.length);
+    const listed = await store.listRecords();
+    expect(listed.map((r) => r.key).sort()).toEqual(keys.flatMap((k) => names.map((n) => `${n}/${k}`)).sort());
+    for (const r of listed) {
+      expect(r.status).toBe('completed');
+      expect(r.meta).toEqual({ scope: `thread ✓ ${r.name}` });
+    }
+    await store.close();
+  });
+
+  it('large results (staged under a key of their own and renamed into place) are kept exactly, with their ttl from the settle', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    let runs = 0;
+    const sizes = [3000, 3100, 5000, 70_000, 1_000_000];
+    const tool = idempotent(async (n: number) => {
+      runs++;
+      return { n, text: 'é😀;,:'.repeat(Math.ceil(n / 7)).slice(0, n) };
+    }, { name: 'tool', store, ttlMs: 60_000 });
+    const first = await Promise.all(sizes.map((n) => tool(n)));
+    const again = await Promise.all(sizes.map((n) => tool(n)));
+    expect(again).toEqual(first);
+    expect(runs).toBe(sizes.length);
+    for (const n of sizes) {
+      const r = (await store.get(tool.keyFor(n)))!;
+      expect(r.result).toEqual(first[sizes.indexOf(n)]);
+      expect(r.expiresAt! - r.updatedAt).toBe(60_000);
+    }
+    // Nothing but the records is left under the prefix (no staging key outlives its settle).
+    expect((await store.listRecords()).length).toBe(sizes.length);
+    const failing = idempotent(async () => { throw new Error('x'.repeat(10_000)); }, { name: 'failing', store });
+    await expect(failing()).rejects.toThrow(/xxxx/);
+    expect((await store.get(failing.keyFor()))!.error!.message).toBe('x'.repeat(10_000));
+    await store.close();
+  });
+
+  it('a server that accepts but never answers: a StoreError within the timeouts, each time', async () => {
+    const silent: Server = createServer(() => {}); // the kernel completes the handshake; nothing replies
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const { port } = silent.address() as { port: number };
+    const store = new RedisStore({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 300, commandTimeoutMs: 300 });
+    let runs = 0;
+    const op = idempotent(async function op() { runs++; }, { store });
+    for (let i = 0; i < 2; i++) {
+      const started = Date.now();
+      const err = await op().then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreError);
+      expect((err as Error).message).toMatch(/no answer within/);
+      expect(Date.now() - started).toBeLessThan(10_000); // bounded, not hung
+    }
+    expect(runs).toBe(0);
+    await store.close();
+    silent.close();
+  });
+
+  it('a paused server: calls fail within the command timeout; once it runs again, so do they', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix(), commandTimeoutMs: 300 });
+    let runs = 0;
+    const op = idempotent(async function op(n: number) { runs++; return n; }, { store });
+    expect(await op(1)).toBe(1);
+    s.pause();
+    const err = await op(2).then(() => undefined, (e: unknown) => e);
+    s.resume();
+    expect(err).toBeInstanceOf(StoreError);
+    expect(runs).toBe(1);
+    let back: unknown;
+    for (let i = 0; i < 50; i++) {
+      back = await op(3).then((v) => v, (e: unknown) => e);
+      if (!(back instanceof StoreError)) break;
+    }
+    expect(back).toBe(3);
+    expect(await op(1)).toBe(1);
+    await store.close();
+  });
+
+  it('a restart while the store is idle: the very next call works (the dropped connection is replaced, the call sent again)', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix(), connectTimeoutMs: 2000 });
+    const op = idempotent(async function op(n: number) { return n; }, { store });
+    expect(await op(1)).toBe(1);
+    await s.restart(); // the server forgets everything (no persistence)
+    expect(await op(2)).toBe(2);
+    expect(await op(1)).toBe(1); // a new record: the restart lost the old one
+    await store.close();
+  });
+
+  it('resolves a host name (through libuv\'s DNS)', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: `redis://localhost:${s.port}/3`, prefix: uniquePrefix() });
+    const op = idempotent(async function op() { return 'ok'; }, { store });
+    expect(await op()).toBe('ok');
+    expect(await op()).toBe('ok');
+    await store.close();
+  });
+
+  it('after close(), a call is a StoreError that says the store is closed', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    const op = idempotent(async function op() { return 1; }, { store });
+    expect(await op()).toBe(1);
+    await store.close();
+    const err = await op().then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toMatch(/closed/);
+  });
+
+  it('an idle store does not keep Node running; a call in flight does, until it is answered', async () => {
+    const s = await server();
+    const script = (body: string) =>
+      `const { RedisStore, idempotent } = require(${JSON.stringify(ROOT)});
+       const store = new RedisStore({ url: ${JSON.stringify(s.url)}, prefix: ${JSON.stringify(uniquePrefix())}, commandTimeoutMs: 500 });
+       const op = idempotent(async function op() { return 'done'; }, { store });
+       ${body}`;
+    // Never closed: the process ends by itself once its last call is answered.
+    const idle = await runNode(['-e', script('op().then((v) => console.log(v));')]);
+    expect(idle.code).toBe(0);
+    expect(idle.stdout.trim()).toBe('done');
+    // The server paused: nothing but the pending call keeps the process alive, and it
+    // does until the call fails with the command timeout.
+    s.pause();
+    try {
+      const pending = await runNode(['-e', script('op().then(() => console.log("answered"), (e) => console.log(e.name));')]);
+      expect(pending.code).toBe(0);
+      expect(pending.stdout.trim()).toBe('StoreError');
+    } finally {
+      s.resume();
+    }
+  });
+
+  it('a worker thread that uses a store and ends (without closing it): no crash, the main thread carries on', async () => {
+    const s = await server();
+    const prefix = uniquePrefix();
+    const code = `
+      const { Worker } = require('node:worker_threads');
+      const body = ${JSON.stringify(`
+        const { RedisStore, idempotent } = require(${JSON.stringify(ROOT)});
+        const store = new RedisStore({ url: ${JSON.stringify(s.url)}, prefix: ${JSON.stringify(prefix)} });
+        const op = idempotent(async function op(n) { return n * 2; }, { store });
+        Promise.all([op(1), op(2), op(3)]).then((v) => require('node:worker_threads').parentPort.postMessage(v));
+      `)};
+      const run = () => new Promise((done, fail) => {
+        const w = new Worker(body, { eval: true });
+        let got;
+        w.on('message', (m) => { got = m; });
+        w.on('error', fail);
+        w.on('exit', (code) => done({ code, got }));
+      });
+      (async () => {
+        for (let i = 0; i < 3; i++) console.log(JSON.stringify(await run()));
+      })();`;
+    const out = await runNode(['-e', code]);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    const lines = out.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toEqual(Array.from({ length: 3 }, () => ({ code: 0, got: [2, 4, 6] })));
+  });
+
+  it('a worker thread that dies with calls in flight (its server paused): no crash, the process carries on', async () => {
+    const s = await server();
+    const prefix = uniquePrefix();
+    const code = `
+      const { Worker } = require('node:worker_threads');
+      const body = ${JSON.stringify(`
+        const { RedisStore, idempotent } = require(${JSON.stringify(ROOT)});
+        const store = new RedisStore({ url: ${JSON.stringify(s.url)}, prefix: ${JSON.stringify(prefix)} });
+        const op = idempotent(async function op(n) { return n; }, { store });
+        op(1); op(2);
+        // Its Node environment goes away with both requests unanswered.
+        setTimeout(() => { throw new Error('the worker dies'); }, 100);
+      `)};
+      const w = new Worker(body, { eval: true });
+      w.on('error', (e) => console.log('worker error: ' + e.message));
+      w.on('exit', (code) => console.log('worker exit ' + code));`;
+    s.pause();
+    let out;
+    try {
+      out = await runNode(['-e', code]);
+    } finally {
+      s.resume();
+    }
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    expect(out.stdout.trim().split('\n')).toEqual(['worker error: the worker dies', 'worker exit 1']);
+  });
+
+  it('the Tokio transport still serves a rediss:// or cluster store, and every store\'s listings', async () => {
+    // (Those are covered by redis.test.ts, redis-cluster.test.ts and src/redis_store/tests.rs;
+    // here: a loop store's listings, clear and get, which go through the Tokio transport.)
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    const op = idempotent(async function op(n: number) { return n; }, { store });
+    for (let i = 0; i < 5; i++) await op(i);
+    expect((await store.listRecords()).length).toBe(5);
+    expect((await store.get(op.keyFor(3)))?.result).toBe(3);
+    expect(await store.clear()).toBe(5);
+    await store.close();
+  });
+});
