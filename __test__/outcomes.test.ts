@@ -167,21 +167,26 @@ describe('settles that fail for a moment are retried', () => {
   });
 
   it('Redis: a complete whose reply times out but which was applied is reported as recorded, not as lost', async () => {
-    const server = await RedisServer.start(['--enable-debug-command', 'yes']);
+    const server = await RedisServer.start();
     onTestFinished(() => server.kill());
     const store = new RedisStore({ url: server.url, prefix: uniquePrefix(), commandTimeoutMs: 300 });
     const events: string[] = [];
     let runs = 0;
     const pay = idempotent(async function pay(order: string) {
       runs++;
-      // The server stalls for longer than the command timeout; the completion queued
-      // behind the stall is applied when it ends, after its caller stopped waiting.
+      // The server holds every write for longer than the command timeout: the completion
+      // waits behind the pause and is applied when it ends, after its caller stopped
+      // waiting. CLIENT PAUSE is in effect once it has answered, so waiting for that
+      // answer is the synchronisation (DEBUG SLEEP, used before, began only when the
+      // server got round to it, and a completion could slip in first).
       await new Promise<void>((done, fail) => {
-        const socket = createConnection({ port: server.port, host: '127.0.0.1' }, () => {
-          socket.write('DEBUG SLEEP 1\r\n', () => done());
-        });
+        const socket = createConnection({ port: server.port, host: '127.0.0.1' }, () => socket.write('CLIENT PAUSE 1000 WRITE\r\n'));
         socket.on('error', fail);
-        socket.on('data', () => socket.end());
+        socket.on('data', (d) => {
+          socket.end();
+          if (String(d).startsWith('+OK')) done();
+          else fail(new Error(`CLIENT PAUSE answered ${String(d)}`));
+        });
       });
       return { order, id: 'p_2' };
     }, { store, leaseMs: 60_000, onEvent: (e) => events.push(e.type) });
