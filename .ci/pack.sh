@@ -94,7 +94,7 @@ echo "pack: installed size (kB, apparent):"
 (cd "$app/node_modules" && du -sk --apparent-size idempotent-tools idempotent-tools-*)
 echo "pack: node_modules in all: $(du -sk --apparent-size "$app/node_modules" | cut -f1) kB apparent, $(du -sk "$app/node_modules" | cut -f1) kB on disk"
 # The footprint the README claims: a bare install adds the package and its platform binary,
-# nothing else (the MCP proxy's SDK is bundled into dist/mcp/cli.js, see scripts/bundle-mcp.js).
+# nothing else (the MCP proxy's SDK is bundled into dist/apps/mcp/cli.js, see scripts/bundle-mcp.js).
 only_binary_ok() {
   local got want
   got=$(cd "$app/node_modules" && ls -A | grep -v -e '^\.package-lock\.json$' -e '^\.bin$' | sort | tr '\n' ' ')

@@ -11,8 +11,8 @@ import { ROOT, lib, runNode, tempDb } from './helpers';
 
 const require = createRequire(import.meta.url);
 const { idempotentTool }: typeof import('../dist/integrations/ai-sdk.js') = require(`${ROOT}/dist/integrations/ai-sdk.js`);
-const ui: typeof import('../dist/ui/server.js') = require(join(ROOT, 'dist', 'ui', 'server.js'));
-type IdempotencyRecord = import('../dist/store.js').IdempotencyRecord;
+const ui: typeof import('../dist/apps/ui/server.js') = require(join(ROOT, 'dist', 'apps', 'ui', 'server.js'));
+type IdempotencyRecord = import('../dist/core/store.js').IdempotencyRecord;
 
 const CLI = join(ROOT, 'dist', 'cli.js');
 const cli = (...args: string[]) => runNode([CLI, ...args]);

@@ -7,9 +7,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT, lib, tempDb } from './helpers';
 
 const require = createRequire(import.meta.url);
-const preview: typeof import('../dist/args-preview.js') = require(join(ROOT, 'dist', 'args-preview.js'));
-type Store = import('../dist/store.js').Store;
-type AcquireRequest = import('../dist/store.js').AcquireRequest;
+const preview: typeof import('../dist/core/args-preview.js') = require(join(ROOT, 'dist', 'core', 'args-preview.js'));
+type Store = import('../dist/core/store.js').Store;
+type AcquireRequest = import('../dist/core/store.js').AcquireRequest;
 
 const store = new lib.SqliteStore({ path: tempDb() });
 afterAll(() => store.close());

@@ -9,8 +9,8 @@ import { ROOT, lib, lineFrom, runNode, tempDb } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
 
 const require = createRequire(import.meta.url);
-const query: typeof import('../dist/record-query.js') = require(join(ROOT, 'dist', 'record-query.js'));
-type IdempotencyRecord = import('../dist/store.js').IdempotencyRecord;
+const query: typeof import('../dist/core/record-query.js') = require(join(ROOT, 'dist', 'core', 'record-query.js'));
+type IdempotencyRecord = import('../dist/core/store.js').IdempotencyRecord;
 
 const CLI = join(ROOT, 'dist', 'cli.js');
 const cli = (...args: string[]) => runNode([CLI, ...args]);
@@ -200,7 +200,7 @@ describe('inspect --follow', () => {
   const children: ChildProcess[] = [];
   afterAll(() => children.forEach((c) => c.kill()));
 
-  async function followsSettles(storeArgs: string[], store: import('../dist/store.js').Store, how: RegExp) {
+  async function followsSettles(storeArgs: string[], store: import('../dist/core/store.js').Store, how: RegExp) {
     const f = follower(storeArgs);
     children.push(f.child);
     expect(await f.ready).toMatch(how);

@@ -32,7 +32,7 @@ function recovered(wrapped: { keyFor(code: string): string }, seen: string): str
   return found;
 }
 
-const stores: Array<[string, () => import('../dist/store.js').Store]> = [
+const stores: Array<[string, () => import('../dist/core/store.js').Store]> = [
   ['SqliteStore', () => new SqliteStore({ path: tempDb() })],
   ['RedisStore', () => new RedisStore({ url: redis.url, prefix: uniquePrefix() })],
   ['PostgresStore', () => new PostgresStore({ url: PG_URL, table: uniqueTable() })],

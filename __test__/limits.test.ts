@@ -23,7 +23,7 @@ async function refusedBeforeRunning(call: () => Promise<unknown>, pattern: RegEx
 
 describe('size limits (issue 21 item 8)', () => {
   it('documents its defaults', () => {
-    const limits: typeof import('../dist/limits.js') = require(join(ROOT, 'dist', 'limits.js'));
+    const limits: typeof import('../dist/core/limits.js') = require(join(ROOT, 'dist', 'core', 'limits.js'));
     expect(limits.DEFAULT_LIMITS).toEqual({ maxKeyBytes: 2048, maxArgsBytes: 4 * 1024 * 1024, maxResultBytes: 16 * 1024 * 1024 });
   });
 

@@ -742,8 +742,8 @@ describe('idempotent-tools mcp (SDK client, counting server)', () => {
     expect(example.stderr).toMatch(/replayed\s+email\/send_email/);
     expect(example.stdout).toContain('One email sent; the retry was a replay.');
     expect(example.code).toBe(0);
-    // The proxy ships as one bundle (dist/mcp/cli.js); its config reader is read from the source.
-    const policy = await import('../lib/mcp/policy');
+    // The proxy ships as one bundle (dist/apps/mcp/cli.js); its config reader is read from the source.
+    const policy = await import('../lib/apps/mcp/policy');
     const config = policy.loadConfig({ file: join(ROOT, 'examples', 'mcp', 'github.json') });
     expect(policy.policyFor(config, 'search_code', undefined).guard).toBe(false);
     expect(policy.policyFor(config, 'create_issue', undefined).windowMs).toBe(3_600_000);

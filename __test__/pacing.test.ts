@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { ROOT } from './helpers';
 
-const { pace } = require(join(ROOT, 'dist', 'pacing.js')) as typeof import('../dist/pacing.js');
+const { pace } = require(join(ROOT, 'dist', 'core', 'pacing.js')) as typeof import('../dist/core/pacing.js');
 
 describe('pacing', () => {
   it('lets 8 calls resume per turn of the loop, in order, and all of them', async () => {

@@ -141,7 +141,7 @@ describe('PostgresStore statements that waited on a row lock answer from the row
 
 describe('PostgresStore batches', () => {
   it('claims and completions go in batches, at most 2 of a kind outstanding; every call gets its own answer', async () => {
-    const native = require(join(ROOT, 'dist', 'native.js'));
+    const native = require(join(ROOT, 'dist', 'core', 'native.js'));
     const proto = native.NativePostgresStore.prototype;
     const counts = { acquireBatch: { out: 0, most: 0, sizes: [] as number[] }, completeBatch: { out: 0, most: 0, sizes: [] as number[] } };
     const originals = { acquireBatch: proto.acquireBatch, completeBatch: proto.completeBatch };

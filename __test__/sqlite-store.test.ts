@@ -335,7 +335,7 @@ describe('SqliteStore keeps the call metadata', () => {
 
 describe('SqliteStore replays in one crossing (issue 24)', () => {
   it('a replay under a derived key hashes and reads in one native call, with the same outcomes as the full path', async () => {
-    const native = require(join(ROOT, 'dist', 'native.js'));
+    const native = require(join(ROOT, 'dist', 'core', 'native.js'));
     const proto = native.NativeSqliteStore.prototype;
     const calls: string[] = [];
     const originals = { replayCall: proto.replayCall, peekReplay: proto.peekReplay, callHashes: native.callHashes };

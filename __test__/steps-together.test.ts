@@ -118,7 +118,7 @@ describe('a step settles through the retry path: SQLite', () => {
 
 describe('steps across an upgrade', () => {
   it('a step that 0.1.0 completed (keyed by the call key alone) is replayed, not done again', async () => {
-    const native = require(join(ROOT, 'dist', 'native.js')) as typeof import('../dist/native.js');
+    const native = require(join(ROOT, 'dist', 'core', 'native.js')) as typeof import('../dist/core/native.js');
     const store = new SqliteStore({ path: tempDb() });
     let charges = 0;
     const upgraded = idempotent(async function upgraded(order: string) {

@@ -19,7 +19,7 @@ const HOOKS = {
 function oneCall(db: string, env: Record<string, string>) {
   const script = `
     const { idempotent, SqliteStore, StoreError } = require(${JSON.stringify(ROOT)});
-    const native = require(${JSON.stringify(join(ROOT, 'dist', 'native.js'))});
+    const native = require(${JSON.stringify(join(ROOT, 'dist', 'core', 'native.js'))});
     const store = new SqliteStore({ path: ${JSON.stringify(db)} });
     const op = idempotent(async function op() { return 'ran'; }, { store });
     op().then(

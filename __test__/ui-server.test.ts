@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, lib, tempDb } from './helpers';
 
 const require = createRequire(import.meta.url);
-const ui: typeof import('../dist/ui/server.js') = require(join(ROOT, 'dist', 'ui', 'server.js'));
+const ui: typeof import('../dist/apps/ui/server.js') = require(join(ROOT, 'dist', 'apps', 'ui', 'server.js'));
 
 const store = new lib.SqliteStore({ path: tempDb() });
 let inspector: Awaited<ReturnType<typeof ui.serveInspector>>;

@@ -3,19 +3,19 @@
  * call returns the first call's stored result instead of running again.
  */
 
-export { idempotent } from './idempotent.js';
-export type { IdempotentFunction } from './idempotent.js';
-export type { IdempotentOptions, OnDuplicate, ReconcileAttempt, ReconcileOutcome } from './options.js';
-export { currentKey } from './call-context.js';
-export { step } from './step.js';
-export { SqliteStore, defaultStorePath } from './sqlite-store.js';
-export { defaultStore, setDefaultStore } from './default-store.js';
-export { projectNamespace } from './project.js';
-export { RedisStore } from './redis-store.js';
-export type { RedisStoreOptions } from './redis-store.js';
-export { PostgresStore } from './postgres-store.js';
-export type { PostgresStoreOptions } from './postgres-store.js';
-export type { SqliteStoreOptions } from './sqlite-store.js';
+export { idempotent } from './core/idempotent.js';
+export type { IdempotentFunction } from './core/idempotent.js';
+export type { IdempotentOptions, OnDuplicate, ReconcileAttempt, ReconcileOutcome } from './core/options.js';
+export { currentKey } from './core/call-context.js';
+export { step } from './core/step.js';
+export { SqliteStore, defaultStorePath } from './stores/sqlite-store.js';
+export { defaultStore, setDefaultStore } from './stores/default-store.js';
+export { projectNamespace } from './stores/project.js';
+export { RedisStore } from './stores/redis-store.js';
+export type { RedisStoreOptions } from './stores/redis-store.js';
+export { PostgresStore } from './stores/postgres-store.js';
+export type { PostgresStoreOptions } from './stores/postgres-store.js';
+export type { SqliteStoreOptions } from './stores/sqlite-store.js';
 export {
   IdempotencyError,
   DuplicateInFlightError,
@@ -26,12 +26,12 @@ export {
   ApprovalMismatchError,
   ApprovalConflictError,
   ToolCallRejectedError,
-} from './errors.js';
-export { recordApproval } from './approvals.js';
-export type { ApprovalDecision, ApprovalInput, ApprovalRecord, RecordedApproval } from './approvals.js';
-export { CHANNEL_NAME } from './events.js';
-export { keyId } from './key-id.js';
-export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
+} from './core/errors.js';
+export { recordApproval } from './core/approvals.js';
+export type { ApprovalDecision, ApprovalInput, ApprovalRecord, RecordedApproval } from './core/approvals.js';
+export { CHANNEL_NAME } from './core/events.js';
+export { keyId } from './core/key-id.js';
+export type { IdempotencyEvent, IdempotencyEventType } from './core/events.js';
 export type {
   Store,
   IdempotencyRecord,
@@ -43,4 +43,4 @@ export type {
   SettleRequest,
   ListOptions,
   StoreStats,
-} from './store.js';
+} from './core/store.js';

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// Bundles the MCP proxy (`idempotent-tools mcp`, lib/mcp/) with the parts of
-// @modelcontextprotocol/sdk it uses into one file, dist/mcp/cli.js, so that the SDK is not a
-// dependency of the package. Run by `npm run build:ts`, after tsc (which type-checks lib/mcp and
-// whose dist/mcp output this replaces). The bundle starts from the TypeScript source so that
+// Bundles the MCP proxy (`idempotent-tools mcp`, lib/apps/mcp/) with the parts of
+// @modelcontextprotocol/sdk it uses into one file, dist/apps/mcp/cli.js, so that the SDK is not a
+// dependency of the package. Run by `npm run build:ts`, after tsc (which type-checks lib/apps/mcp and
+// whose dist/apps/mcp output this replaces). The bundle starts from the TypeScript source so that
 // esbuild reads the SDK's and zod's ES modules, which it can tree-shake (from their CommonJS
 // builds the bundle was 1.1 MB; from the ES modules, 0.3 MB).
 //
@@ -13,12 +13,12 @@
 // would have needed a second name in every client config. The bundle keeps both working.
 //
 // What stays outside the bundle: everything of this package that the proxy imports from outside
-// dist/mcp/ (the public API in dist/index.js, the terminal escaping), required at run time from
+// dist/apps/mcp/ (the public API in dist/index.js, the terminal escaping), required at run time from
 // the same files the library uses, so the proxy and the library share one module instance (one
 // default store, one name registry). Node's built-in modules, of course.
 //
 // The licences of the bundled packages (all MIT or ISC, checked below) are written next to it,
-// in dist/mcp/THIRD_PARTY_LICENSES.txt.
+// in dist/apps/mcp/THIRD_PARTY_LICENSES.txt.
 'use strict'
 
 const fs = require('node:fs')
@@ -26,14 +26,14 @@ const path = require('node:path')
 const esbuild = require('esbuild')
 
 const ROOT = path.join(__dirname, '..')
-const SOURCE = path.join(ROOT, 'lib', 'mcp')
-const MCP = path.join(ROOT, 'dist', 'mcp')
+const SOURCE = path.join(ROOT, 'lib', 'apps', 'mcp')
+const MCP = path.join(ROOT, 'dist', 'apps', 'mcp')
 const ENTRY = path.join(MCP, 'cli.js')
 const LICENSES = new Set(['MIT', 'ISC', 'BSD-2-Clause', 'BSD-3-Clause', 'Apache-2.0', '0BSD'])
 
 /**
- * Imports of files of this package outside lib/mcp/ stay requires of their compiled files: the
- * same relative path from dist/mcp/ (lib/index.ts is dist/index.js).
+ * Imports of files of this package outside lib/apps/mcp/ stay requires of their compiled files: the
+ * same relative path from dist/apps/mcp/ (lib/index.ts is dist/index.js).
  */
 const keepPackageFilesOutside = {
   name: 'keep-package-files-outside',
@@ -96,7 +96,7 @@ async function main() {
     if (!text) throw new Error(`${pkg.name}@${pkg.version} ships no licence file to copy`)
     notices.push(`${pkg.name}@${pkg.version} (${pkg.license})\n\n${text}`)
   }
-  // The tsc output of dist/mcp is now inside the bundle: remove it, so that dist/ is what ships.
+  // The tsc output of dist/apps/mcp is now inside the bundle: remove it, so that dist/ is what ships.
   for (const f of fs.readdirSync(MCP)) fs.rmSync(path.join(MCP, f), { recursive: true, force: true })
   const [out] = result.outputFiles
   const header = '// idempotent-tools mcp, bundled with the parts of @modelcontextprotocol/sdk it uses (scripts/bundle-mcp.js).\n' +
@@ -104,9 +104,9 @@ async function main() {
   fs.writeFileSync(ENTRY, header + out.text)
   fs.writeFileSync(
     path.join(MCP, 'THIRD_PARTY_LICENSES.txt'),
-    `dist/mcp/cli.js bundles these packages (scripts/bundle-mcp.js):\n\n${notices.join(`\n\n${'-'.repeat(72)}\n\n`)}\n`,
+    `dist/apps/mcp/cli.js bundles these packages (scripts/bundle-mcp.js):\n\n${notices.join(`\n\n${'-'.repeat(72)}\n\n`)}\n`,
   )
-  console.log(`bundle-mcp: dist/mcp/cli.js, ${(out.contents.length / 1024).toFixed(0)} kB, ${bundled.size} packages: ${[...bundled.keys()].join(', ')}`)
+  console.log(`bundle-mcp: dist/apps/mcp/cli.js, ${(out.contents.length / 1024).toFixed(0)} kB, ${bundled.size} packages: ${[...bundled.keys()].join(', ')}`)
 }
 
 main().catch((error) => {

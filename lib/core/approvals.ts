@@ -24,7 +24,7 @@
 
 import { APPROVAL_NAME_PREFIX, PAST, decisionName, parseDecisionName } from './approval-names.js';
 import { Unencodable, canonicalJson } from './canonical.js';
-import { defaultStore } from './default-store.js';
+import { defaultStore } from '../stores/default-store.js';
 import { ApprovalConflictError, asStoreError } from './errors.js';
 import { type IdempotencyEventType, publish } from './events.js';
 import * as native from './native.js';

@@ -24,12 +24,11 @@ import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } 
 import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
 import { type Lease, keepLease } from './lease.js';
 import { WRAPS, claimName } from './names.js';
-import { REPLAY_DERIVED, type ReplayDerived, replayedAnswer } from './native-store.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
-import { defaultStore, defaultStoreGeneration } from './default-store.js';
-import type { AcquireResult, IdempotencyRecord, RecordMeta, Store } from './store.js';
+import { defaultStore, defaultStoreGeneration } from '../stores/default-store.js';
+import { type AcquireResult, type IdempotencyRecord, type RecordMeta, REPLAY_DERIVED, type ReplayDerived, type Store, replayedAnswer } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
 type Fn<A extends unknown[], R> = (...args: A) => R;

@@ -5,7 +5,7 @@
  * function, class constructor, static and method, including ones added later, goes
  * through it, whichever module imports the addon.
  */
-import binding = require('../binding.js');
+import binding = require('../../binding.js');
 
 import { checkArguments } from './exact-strings.js';
 

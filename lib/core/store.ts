@@ -153,3 +153,31 @@ export interface ReplayHit {
   error: RecordError | null;
   attempts: number;
 }
+
+/**
+ * @internal The replay fast path of a call under a derived key, in one synchronous step:
+ * `(name, contextJson, payloadJson)` hashed into the call's key and fingerprint and its
+ * completed record read together, answered with what `replayedAnswer` turns into the
+ * replay (null: not a replay that can be read now; the wrapper goes on as usual). Only a
+ * store whose native half can read without waiting (SQLite) has it.
+ */
+export const REPLAY_DERIVED = Symbol.for('idempotent-tools.replayDerived');
+export type ReplayDerived = (name: string, contextJson: string | null, payloadJson: string) => string | null;
+
+/**
+ * A replay from `REPLAY_DERIVED`'s answer: `r` and the result's JSON text, `u` for a
+ * result that was `undefined`, `e` and the error of a result that could not be stored
+ * (thrown as the TypeError a replay of it throws). Kept here, with the interface it
+ * extends, so that the call protocol reads it without knowing which store gave it.
+ */
+export function replayedAnswer(answer: string): unknown {
+  switch (answer.charCodeAt(0)) {
+    case 0x72: // r
+      return JSON.parse(answer.slice(1));
+    case 0x75: // u
+      return undefined;
+    default:
+      throw new TypeError((JSON.parse(answer.slice(1)) as RecordError).message);
+  }
+}
+

@@ -18,10 +18,10 @@ import {
   decisionsFor,
   describeDecision,
   recordDecision,
-} from '../approvals.js';
-import { ApprovalMismatchError, ToolCallRejectedError } from '../errors.js';
-import type { IdempotencyEvent } from '../events.js';
-import type { RecordMeta, Store } from '../store.js';
+} from '../core/approvals.js';
+import { ApprovalMismatchError, ToolCallRejectedError } from '../core/errors.js';
+import type { IdempotencyEvent } from '../core/events.js';
+import type { RecordMeta, Store } from '../core/store.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 

@@ -11,7 +11,7 @@
  * either) there is nothing to read. Imports nothing from LangChain.
  */
 
-import { canonicalJson } from '../canonical.js';
+import { canonicalJson } from '../core/canonical.js';
 import type { Refusal, ReportedDecision } from './approval-guard.js';
 
 interface CheckpointTupleLike {

@@ -17,10 +17,10 @@
  * LangChain at load time; `langchain` and `@langchain/core` are required when first used.
  */
 
-import { classifyThrown } from '../control-flow.js';
-import { defaultStore } from '../default-store.js';
-import { type IdempotencyEvent, publish } from '../events.js';
-import type { Store } from '../store.js';
+import { classifyThrown } from '../core/control-flow.js';
+import { defaultStore } from '../stores/default-store.js';
+import { type IdempotencyEvent, publish } from '../core/events.js';
+import type { Store } from '../core/store.js';
 import { recordReported } from './approval-guard.js';
 import { hitlDecisions, refusalToolMessage, rejectedCallsMessage } from './langchain-hitl.js';
 import { aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph.js';

@@ -14,8 +14,8 @@
  * ```
  */
 
-import { running } from '../call-context.js';
-import { canonicalJson } from '../canonical.js';
+import { running } from '../core/call-context.js';
+import { canonicalJson } from '../core/canonical.js';
 import { hitlDecisions, refusalToolMessage } from './langchain-hitl.js';
 import {
   type Json,

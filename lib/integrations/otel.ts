@@ -17,7 +17,7 @@ import diagnostics_channel from 'node:diagnostics_channel';
 
 import { type Attributes, trace } from '@opentelemetry/api';
 
-import { CHANNEL_NAME, type IdempotencyEvent } from './events.js';
+import { CHANNEL_NAME, type IdempotencyEvent } from '../core/events.js';
 
 function attributesOf(e: IdempotencyEvent): Attributes {
   const a: Attributes = { 'idempotency.key': e.key, 'idempotency.outcome': e.type, 'idempotency.name': e.name };

@@ -17,17 +17,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 
-import { running } from '../call-context.js';
-import { Unencodable, canonicalJson } from '../canonical.js';
-import { ToolSuspended, markAborted } from '../control-flow.js';
-import { approvalArgsFingerprint } from '../approvals.js';
-import { defaultStore } from '../default-store.js';
-import { KeyMismatchError } from '../errors.js';
-import { type IdempotencyEvent, publish } from '../events.js';
-import { type IdempotentFunction, idempotent } from '../idempotent.js';
-import { type IdempotentOptions, resolveOptions } from '../options.js';
-import { stepOfRunningCall } from '../step.js';
-import type { RecordMeta, Store } from '../store.js';
+import { running } from '../core/call-context.js';
+import { Unencodable, canonicalJson } from '../core/canonical.js';
+import { ToolSuspended, markAborted } from '../core/control-flow.js';
+import { approvalArgsFingerprint } from '../core/approvals.js';
+import { defaultStore } from '../stores/default-store.js';
+import { KeyMismatchError } from '../core/errors.js';
+import { type IdempotencyEvent, publish } from '../core/events.js';
+import { type IdempotentFunction, idempotent } from '../core/idempotent.js';
+import { type IdempotentOptions, resolveOptions } from '../core/options.js';
+import { stepOfRunningCall } from '../core/step.js';
+import type { RecordMeta, Store } from '../core/store.js';
 import { ApprovalRefusal, type Refusal, type ReportedDecision, checkApproval } from './approval-guard.js';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

@@ -6,7 +6,7 @@
  * is wrapped with `batched()`; every other method passes through.
  */
 
-import type * as native from './native.js';
+import type * as native from '../core/native.js';
 import type { NativeStore } from './native-store.js';
 
 export interface Reply<T> {

@@ -19,13 +19,11 @@
 
 import assert from 'node:assert/strict';
 
-import { currentKey } from './call-context.js';
-import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type LeaseLostError } from './errors.js';
-import { idempotent } from './idempotent.js';
-import type { Store } from './store.js';
+import { currentKey } from '../core/call-context.js';
+import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type LeaseLostError } from '../core/errors.js';
+import { idempotent } from '../core/idempotent.js';
+import type { Store } from '../core/store.js';
 
-export { MemoryStore } from './memory-store.js';
-export type { MemoryStoreOptions } from './memory-store.js';
 
 type Body = () => Promise<void>;
 export interface Runner {

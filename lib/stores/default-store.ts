@@ -20,7 +20,7 @@ import { PostgresStore } from './postgres-store.js';
 import { SqliteStore, defaultStorePath } from './sqlite-store.js';
 import { projectNamespace } from './project.js';
 import { resolve } from 'node:path';
-import type { Store } from './store.js';
+import type { Store } from '../core/store.js';
 
 /** Which store the environment names, before it is opened. */
 export type StoreChoice =

@@ -8,8 +8,8 @@
 
 import { randomBytes } from 'node:crypto';
 
-import { StoreError } from './errors.js';
-import { withoutKeyIdSecret } from './key-id.js';
+import { StoreError } from '../core/errors.js';
+import { withoutKeyIdSecret } from '../core/key-id.js';
 import type {
   AcquireRequest,
   AcquireResult,
@@ -21,7 +21,7 @@ import type {
   SettleRequest,
   Store,
   StoreStats,
-} from './store.js';
+} from '../core/store.js';
 
 interface Row {
   key: string;

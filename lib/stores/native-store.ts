@@ -5,25 +5,25 @@
  * open surfaces as a `StoreError` on the first call, or from `ready()`.
  */
 
-import { asStoreError } from './errors.js';
-import { listRecentFallback } from './record-query.js';
-import { InexactStringError } from './exact-strings.js';
-import { withoutKeyIdSecret } from './key-id.js';
-import type * as native from './native.js';
-import type {
-  AcquireRequest,
-  AcquireResult,
-  IdempotencyRecord,
-  ListOptions,
-  RecentQuery,
-  RecentRecords,
-  RecordError,
-  RecordStatus,
-  ReplayHit,
-  SettleRequest,
-  Store,
-  StoreStats,
-} from './store.js';
+import { asStoreError } from '../core/errors.js';
+import { listRecentFallback } from '../core/record-query.js';
+import { InexactStringError } from '../core/exact-strings.js';
+import { withoutKeyIdSecret } from '../core/key-id.js';
+import type * as native from '../core/native.js';
+import {
+  type AcquireRequest,
+  type AcquireResult,
+  type IdempotencyRecord,
+  type ListOptions,
+  REPLAY_DERIVED,
+  type RecentQuery,
+  type RecentRecords,
+  type RecordStatus,
+  type ReplayHit,
+  type SettleRequest,
+  type Store,
+  type StoreStats,
+} from '../core/store.js';
 
 /** The methods both native stores export (see src/sqlite/mod.rs and src/redis_store/). */
 export interface NativeStore {
@@ -44,32 +44,6 @@ export interface NativeStore {
   peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
   /** SQLite's replay fast path in one crossing (see `REPLAY_DERIVED`). */
   replayCall?(name: string, context: string | null, payload: string): string | null;
-}
-
-/**
- * @internal The replay fast path of a call under a derived key, in one synchronous step:
- * `(name, contextJson, payloadJson)` hashed into the call's key and fingerprint and its
- * completed record read together, answered with what `replayedAnswer` turns into the
- * replay (null: not a replay that can be read now; the wrapper goes on as usual). Only a
- * store whose native half can read without waiting (SQLite) has it.
- */
-export const REPLAY_DERIVED = Symbol.for('idempotent-tools.replayDerived');
-export type ReplayDerived = (name: string, contextJson: string | null, payloadJson: string) => string | null;
-
-/**
- * A replay from `REPLAY_DERIVED`'s answer: `r` and the result's JSON text, `u` for a
- * result that was `undefined`, `e` and the error of a result that could not be stored
- * (thrown as the TypeError a replay of it throws).
- */
-export function replayedAnswer(answer: string): unknown {
-  switch (answer.charCodeAt(0)) {
-    case 0x72: // r
-      return JSON.parse(answer.slice(1));
-    case 0x75: // u
-      return undefined;
-    default:
-      throw new TypeError((JSON.parse(answer.slice(1)) as RecordError).message);
-  }
 }
 
 /** The fields the native records gain for `inspect` (optional until every store has them). */

@@ -21,16 +21,16 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 
 import { Batcher } from './batch.js';
-import { STEPS_REFUSED } from './call-context.js';
-import { StoreError } from './errors.js';
-import { type IdempotentFunction, idempotent } from './idempotent.js';
-import { KEY_ID_SECRET, withoutKeyIdSecret } from './key-id.js';
-import { RECORDS_PLACE, WRAPS } from './names.js';
-import * as native from './native.js';
+import { STEPS_REFUSED } from '../core/call-context.js';
+import { StoreError } from '../core/errors.js';
+import { type IdempotentFunction, idempotent } from '../core/idempotent.js';
+import { KEY_ID_SECRET, withoutKeyIdSecret } from '../core/key-id.js';
+import { RECORDS_PLACE, WRAPS } from '../core/names.js';
+import * as native from '../core/native.js';
 import { toRecord } from './native-store.js';
-import type { IdempotentOptions } from './options.js';
+import type { IdempotentOptions } from '../core/options.js';
 import { checkPostgresText, postgresPlace } from './postgres-store.js';
-import type { AcquireRequest, AcquireResult, IdempotencyRecord, ListOptions, SettleRequest, Store } from './store.js';
+import type { AcquireRequest, AcquireResult, IdempotencyRecord, ListOptions, SettleRequest, Store } from '../core/store.js';
 
 /** What idempotentTx needs of a node-postgres client (pg's PoolClient). */
 export interface TxClient {

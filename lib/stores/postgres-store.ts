@@ -5,12 +5,12 @@
  * Settles send NOTIFY, so 'block' waiters in other processes resume at once.
  */
 
-import * as native from './native.js';
+import * as native from '../core/native.js';
 import { type BatchingNativeStore, batched } from './batch.js';
 import { NativeBackedStore } from './native-store.js';
-import { RECORDS_PLACE } from './names.js';
-import { InexactStringError, checkWellFormed } from './exact-strings.js';
-import type { AcquireRequest, AcquireResult, IdempotencyRecord } from './store.js';
+import { RECORDS_PLACE } from '../core/names.js';
+import { InexactStringError, checkWellFormed } from '../core/exact-strings.js';
+import type { AcquireRequest, AcquireResult, IdempotencyRecord } from '../core/store.js';
 
 export interface PostgresStoreOptions {
   /** `postgres://[user[:password]@]host[:port]/database[?sslmode=require|verify-full…]`. Default `$DATABASE_URL`. */

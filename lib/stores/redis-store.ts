@@ -12,12 +12,12 @@
  * event loop (src/redis_store/on_loop/).
  */
 
-import { asStoreError } from './errors.js';
-import { checkArguments } from './exact-strings.js';
-import * as native from './native.js';
+import { asStoreError } from '../core/errors.js';
+import { checkArguments } from '../core/exact-strings.js';
+import * as native from '../core/native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
-import { RECORDS_PLACE } from './names.js';
-import type { AcquireRequest, AcquireResult, IdempotencyRecord, RecordStatus, SettleRequest } from './store.js';
+import { RECORDS_PLACE } from '../core/names.js';
+import type { AcquireRequest, AcquireResult, IdempotencyRecord, RecordStatus, SettleRequest } from '../core/store.js';
 
 export interface RedisStoreOptions {
   /** `redis://[user:password@]host:port/db`, or `rediss://` for TLS. Default `redis://127.0.0.1:6379`. */

@@ -3,9 +3,9 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-import { NativeSqliteStore } from './native.js';
+import { NativeSqliteStore } from '../core/native.js';
 import { NativeBackedStore } from './native-store.js';
-import { RECORDS_PLACE } from './names.js';
+import { RECORDS_PLACE } from '../core/names.js';
 
 export interface SqliteStoreOptions {
   /** The store file. Default: `IDEMPOTENT_TOOLS_DB`, else `~/.idempotent_tools/store.db`. */

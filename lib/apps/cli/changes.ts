@@ -9,7 +9,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import * as native from '../native.js';
+import { SqliteChangeWatch } from '../library.js';
 
 export interface ChangeSignal {
   /** How changes are noticed, for the user. */
@@ -27,7 +27,7 @@ async function pause(ms: number, stop: AbortSignal): Promise<void> {
 }
 
 export async function sqliteChanges(path: string): Promise<ChangeSignal> {
-  const watch = await native.SqliteChangeWatch.open(path);
+  const watch = await SqliteChangeWatch.open(path);
   let last = await watch.version();
   return {
     how: 'SQLite data_version',

@@ -1,11 +1,9 @@
 /** `inspect --follow`: prints calls as they settle, until interrupted. */
 
-import { keyIdWith, looksDerived } from '../key-id.js';
-import { type RecordQuery, isDecisionStatus, keyIdSecrets, matches, recentRecords } from '../record-query.js';
-import type { IdempotencyRecord, Store } from '../store.js';
 import { forTerminal } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { followLine } from './format.js';
+import { isDecisionStatus, keyIdSecrets, keyIdWith, looksDerived, matches, recentRecords, type RecordQuery, type IdempotencyRecord, type Store } from '../library.js';
 
 /** What identifies one state of a record: a new claim, a settle, a release all change it. */
 function state(r: IdempotencyRecord): string {

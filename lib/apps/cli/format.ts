@@ -1,9 +1,7 @@
 /** How `inspect` shows records: a table, one record in full, one line per settled call. */
 
-import type { ApprovalRecord } from '../approvals.js';
-import { statusLabel } from '../record-query.js';
-import type { IdempotencyRecord } from '../store.js';
 import { forTerminal as t } from '../terminal-text.js';
+import { statusLabel, type ApprovalRecord, type IdempotencyRecord } from '../library.js';
 
 /**
  * JSON text for the terminal: JSON.stringify escapes C0 controls in strings itself, but

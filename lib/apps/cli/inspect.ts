@@ -1,12 +1,10 @@
 /** `inspect`: the records that match the filters, one record by key or key prefix, or `--follow`. */
 
-import { KEY_ID_SECRET_KEY } from '../key-id.js';
-import { type RecordQuery, findByKey, queryRecords } from '../record-query.js';
-import type { IdempotencyRecord, Store } from '../store.js';
 import { forTerminal as t } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { candidates, detail, table } from './format.js';
 import { follow } from './follow.js';
+import { KEY_ID_SECRET_KEY, findByKey, queryRecords, type RecordQuery, type IdempotencyRecord, type Store } from '../library.js';
 
 export type OutputMode = 'text' | 'json' | 'jsonl';
 

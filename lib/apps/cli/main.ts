@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 /** The `idempotent-tools` command: look at and repair a store's records. */
 
 import { existsSync, readFileSync } from 'node:fs';
@@ -6,17 +5,12 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 
-import { pollChanges, sqliteChanges } from './cli/changes.js';
-import { age } from './cli/format.js';
-import { InspectRefusal, type OutputMode, type ProjectScope, inspect, recordByKey, visibleCount } from './cli/inspect.js';
-import { parsePort, ui } from './cli/ui.js';
-import { IdempotencyError } from './errors.js';
-import { projectNamespace } from './project.js';
-import { QueryError, parseQuery } from './record-query.js';
-import { storeFromEnvironment } from './default-store.js';
-import { SqliteStore, defaultStorePath } from './sqlite-store.js';
-import type { Store } from './store.js';
-import { forTerminal as t } from './terminal-text.js';
+import { pollChanges, sqliteChanges } from './changes.js';
+import { age } from './format.js';
+import { InspectRefusal, type OutputMode, type ProjectScope, inspect, recordByKey, visibleCount } from './inspect.js';
+import { parsePort, ui } from './ui.js';
+import { forTerminal as t } from '../terminal-text.js';
+import { IdempotencyError, QueryError, SqliteStore, defaultStorePath, parseQuery, projectNamespace, storeFromEnvironment, type Store } from '../library.js';
 
 const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL | --postgres URL] <command> [options]
 
@@ -191,7 +185,7 @@ const PRUNE_BY_HAND: Retention = {
 async function openStore(values: Values, command: string): Promise<OpenedStore> {
   if (values.redis !== undefined) {
     // Loaded only when asked for, so the SQLite path never touches Redis code.
-    const { RedisStore } = await import('./redis-store.js');
+    const { RedisStore } = await import('../../stores/redis-store.js');
     let store;
     try {
       store = new RedisStore({ url: values.redis, prefix: values.prefix, ...(values.cluster ? { cluster: true } : {}) });
@@ -202,7 +196,7 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
     return { store, where: store.path, retention };
   }
   if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
-    const { PostgresStore } = await import('./postgres-store.js');
+    const { PostgresStore } = await import('../../stores/postgres-store.js');
     const url = values.postgres ?? process.env.DATABASE_URL;
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
     // Inspection sees what is there: this store deletes nothing by itself (`prune` does).
@@ -343,7 +337,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
 }
 
 function version(): string {
-  return JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')).version;
+  return JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'package.json'), 'utf8')).version;
 }
 
 /**
@@ -359,7 +353,7 @@ function rawControlsEscaped(text: string): string {
 
 export async function main(argv: string[]): Promise<number> {
   // A program of its own on top of the library; loaded only when asked for.
-  if (argv[0] === 'mcp') return (await import('./mcp/cli.js')).main(argv.slice(1));
+  if (argv[0] === 'mcp') return (await import('../mcp/cli.js')).main(argv.slice(1));
   let exact = false; // --json and --jsonl: stdout is machine-readable, written exactly
   const out = (text: string) => process.stdout.write((exact ? text : rawControlsEscaped(text)) + '\n');
   const err = (text: string) => process.stderr.write(rawControlsEscaped(text) + '\n');
@@ -397,7 +391,8 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (require.main === module) {
+/** Runs the command with the process's arguments, and sets its exit code. */
+export function runFromArgv(): void {
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -1,8 +1,8 @@
 /** `idempotent-tools ui`: serves the inspector page for the store until interrupted. */
 
-import type { Store } from '../store.js';
 import { forTerminal } from '../terminal-text.js';
 import { serveInspector } from '../ui/server.js';
+import { type Store } from '../library.js';
 
 export async function ui(store: Store, where: string, port: number | undefined, out: (text: string) => void): Promise<void> {
   // In its own process the page sees records only; replays are counted by a server inside the application.

@@ -9,15 +9,15 @@ import { parseArgs } from 'node:util';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
-import * as pkg from '../index.js';
+import * as pkg from '../library.js';
 import { forTerminal } from '../terminal-text.js';
-import type { Store } from '../index.js';
 import { commandIdentity, urlIdentity } from './identity.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
 import { GUARD_ERROR, McpProxy } from './proxy.js';
 import { keepPruned } from './retention.js';
 import { downstreamStdio, exactFetch, upstreamStdio } from './stdio.js';
+import { type Store } from '../library.js';
 
 export const MCP_USAGE = `Usage: idempotent-tools mcp [store] [options] -- <command> [args...]
        idempotent-tools mcp [store] [options] --url http://host/mcp

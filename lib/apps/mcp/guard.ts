@@ -8,9 +8,9 @@
 
 import { createHash } from 'node:crypto';
 
-import { idempotent, type IdempotentFunction, type Store } from '../index.js';
 import { placeholderNumber } from './exact-numbers.js';
 import type { ToolPolicy } from './policy.js';
+import { idempotent, type IdempotentFunction, type Store } from '../library.js';
 
 export type CallToolResult = Record<string, unknown> & { isError?: boolean; _meta?: Record<string, unknown> };
 

@@ -8,11 +8,11 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
-import { type Store, keyId } from '../index.js';
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
 import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
 import { sendGuarded } from './send.js';
+import { keyId, type Store } from '../library.js';
 
 /**
  * Errors of the retry guard itself (store down, a key reused for other arguments, ...),

@@ -1,3 +1,4 @@
+import { type Store } from '../library.js';
 /**
  * The window hides an expired record; this deletes it. Without it every guarded result
  * (API responses, tokens, personal data) would stay in the store for good. Uses the
@@ -5,7 +6,6 @@
  * a pending one. A failed prune is a line in the log, never the end of the proxy.
  */
 
-import type { Store } from '../index.js';
 
 /** How often a long-lived proxy prunes, after once at start. */
 export const PRUNE_EVERY_MS = 10 * 60_000;

@@ -16,11 +16,8 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
-import { parseDecisionName } from '../approval-names.js';
-import { keyIdSecret, keyIdWith } from '../key-id.js';
-import { QueryError, findByKey, matches, parseQuery, queryRecords, recentRecords } from '../record-query.js';
-import type { Store } from '../store.js';
 import { EventLog, buildTimeline } from './timeline.js';
+import { QueryError, findByKey, keyIdSecret, keyIdWith, matches, parseDecisionName, parseQuery, queryRecords, recentRecords, type Store } from '../library.js';
 
 export interface InspectorOptions {
   store: Store;
@@ -42,7 +39,7 @@ export interface Inspector {
   close(): Promise<void>;
 }
 
-const ASSETS = join(__dirname, '..', '..', 'lib', 'ui', 'assets');
+const ASSETS = join(__dirname, '..', '..', '..', 'lib', 'apps', 'ui', 'assets');
 const STATIC: Record<string, string> = {
   '/app.js': 'text/javascript; charset=utf-8',
   '/style.css': 'text/css; charset=utf-8',

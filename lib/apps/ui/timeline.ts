@@ -12,9 +12,8 @@
  */
 
 import diagnostics_channel from 'node:diagnostics_channel';
+import { CHANNEL_NAME, type IdempotencyEvent, type IdempotencyRecord } from '../library.js';
 
-import { CHANNEL_NAME, type IdempotencyEvent } from '../events.js';
-import type { IdempotencyRecord } from '../store.js';
 
 export type Kind = 'executed' | 'replayed' | 'failed' | 'takenOver';
 

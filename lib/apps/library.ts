@@ -1,0 +1,26 @@
+/**
+ * The applications' one door into the library: the CLI, the MCP proxy and the inspector
+ * page import the library from here, never a module of core/ or stores/ directly. It is
+ * the public API (index.ts) and, beside it, what only a tool that looks at records needs:
+ * the listing filters (record-query), keyed-id lookups, the approval record names, the
+ * environment's choice of store, and SQLite's change watch for `inspect --follow`.
+ */
+
+export * from '../index.js';
+export type { ApprovalRecord } from '../core/approvals.js';
+export { parseDecisionName } from '../core/approval-names.js';
+export { KEY_ID_SECRET_KEY, keyIdSecret, keyIdWith, looksDerived } from '../core/key-id.js';
+export {
+  QueryError,
+  type RecordQuery,
+  findByKey,
+  isDecisionStatus,
+  keyIdSecrets,
+  matches,
+  parseQuery,
+  queryRecords,
+  recentRecords,
+  statusLabel,
+} from '../core/record-query.js';
+export { storeFromEnvironment } from '../stores/default-store.js';
+export { SqliteChangeWatch } from '../core/native.js';

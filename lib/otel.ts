@@ -1,0 +1,6 @@
+/**
+ * `idempotent-tools/otel`: each call's outcome on the active OpenTelemetry span
+ * (integrations/otel.ts).
+ */
+
+export { instrumentIdempotency } from './integrations/otel.js';
