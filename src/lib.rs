@@ -11,11 +11,14 @@ mod claim;
 mod clock;
 mod failure;
 mod hashing;
+mod network_store;
 mod postgres;
 mod record;
 mod redis_store;
 mod runtime;
 mod sqlite;
+#[cfg(test)]
+mod test_requests;
 mod token;
 
 pub use hashing::{call_hashes, fingerprint, key_id};

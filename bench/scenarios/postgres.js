@@ -11,28 +11,14 @@
  * The table of each is its own, created before timing; everything is deleted after.
  */
 
-const { createHash } = require('node:crypto');
 
 const { compare, pool, pairedRatio } = require('../lib/compare');
 const { CPU_HEADER, cpuCells } = require('../lib/cpu');
 const { pkg, charge, freshArgs } = require('../lib/common');
+const { keyOf, nodeIdempotencyWrap } = require('../lib/node-idempotency');
 
 const TTL_MS = 3600_000;
 
-const keyOf = (name, args) => createHash('sha256').update(name).update(JSON.stringify([args])).digest('hex');
-
-/** node-idempotency is built for HTTP requests; wrapping a tool with it looks like this. */
-function nodeIdempotencyWrap(idem, name, fn) {
-  return async (args) => {
-    const key = keyOf(name, args);
-    const req = { method: 'POST', path: `/${name}`, headers: { 'idempotency-key': key }, body: args };
-    const hit = await idem.onRequest(req);
-    if (hit) return hit.body;
-    const result = await fn(args);
-    await idem.onResponse(req, { body: result });
-    return result;
-  };
-}
 
 /** @node-idempotency's StorageAdapter on a pg Pool (the obvious three statements). */
 function pgStorageAdapter(pgPool, table) {

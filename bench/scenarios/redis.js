@@ -10,10 +10,10 @@
  * script runs inside the server).
  */
 
-const { createHash } = require('node:crypto');
 
 const { compare, pool, pairedRatio } = require('../lib/compare');
 const { pkg, charge, freshArgs } = require('../lib/common');
+const { keyOf, nodeIdempotencyWrap } = require('../lib/node-idempotency');
 const { commandCounter } = require('../lib/resp-counter');
 
 const TTL_MS = 3600_000;
@@ -29,32 +29,19 @@ function withPort(url, port) {
   return u.toString();
 }
 
-/** node-idempotency is built for HTTP requests; wrapping a tool with it looks like this. */
-function nodeIdempotencyWrap(idem, name, fn) {
-  return async (args) => {
-    const key = createHash('sha256').update(name).update(JSON.stringify([args])).digest('hex');
-    const req = { method: 'POST', path: `/${name}`, headers: { 'idempotency-key': key }, body: args };
-    const hit = await idem.onRequest(req);
-    if (hit) return hit.body;
-    const result = await fn(args);
-    await idem.onResponse(req, { body: result });
-    return result;
-  };
-}
-
 /** The floor: the same round trips from a plain client, with no protocol around them. */
 function rawFloor(client, prefix) {
-  const keyOf = (args) => prefix + createHash('sha256').update('charge').update(JSON.stringify([args])).digest('hex');
+  const keyIn = (args) => prefix + keyOf('charge', args);
   return {
-    replay: async (args) => JSON.parse(await client.get(keyOf(args))),
+    replay: async (args) => JSON.parse(await client.get(keyIn(args))),
     unique: async (args) => {
-      const key = keyOf(args);
+      const key = keyIn(args);
       await client.set(key, '{"status":"pending"}', { NX: true, PX: TTL_MS });
       const result = await charge(args);
       await client.set(key, JSON.stringify(result), { PX: TTL_MS });
       return result;
     },
-    seed: async (args) => client.set(keyOf(args), JSON.stringify(await charge(args)), { PX: TTL_MS }),
+    seed: async (args) => client.set(keyIn(args), JSON.stringify(await charge(args)), { PX: TTL_MS }),
   };
 }
 

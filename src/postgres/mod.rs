@@ -18,7 +18,6 @@ mod target;
 #[cfg(test)]
 mod tests;
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,7 +28,7 @@ use tokio_postgres::Row;
 use crate::batch_reply::{AcquireReply, SettleReply};
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
 use crate::failure::{guarded, StoreFailure, StoreResult};
-use crate::record::{NativeRecord, NativeStats, SettleRequest, COMPLETED, FAILED};
+use crate::record::{NativeRecord, NativeStats, SettleRequest, COMPLETED};
 use crate::token::new_token;
 use listen::Listening;
 use pool::Pool;
@@ -597,15 +596,6 @@ impl NativePostgresStore {
             }),
         })
     }
-
-    fn with<T, F, Fut>(&self, work: F) -> impl Future<Output = Result<T>>
-    where
-        T: Send + 'static,
-        F: FnOnce(Arc<Inner>) -> Fut,
-        Fut: Future<Output = StoreResult<T>> + Send + 'static,
-    {
-        guarded(work(self.inner.clone()))
-    }
 }
 
 #[napi]
@@ -660,34 +650,6 @@ impl NativePostgresStore {
         .await
     }
 
-    #[napi]
-    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
-        self.with(|s| async move { s.renew(key, token, lease_ms).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn complete(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(COMPLETED, request).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(FAILED, request).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn release(&self, key: String) -> Result<bool> {
-        self.with(|s| async move { s.release(key).await }).await
-    }
-
-    #[napi]
-    pub async fn clear(&self, key: Option<String>) -> Result<u32> {
-        self.with(|s| async move { s.clear(key).await }).await
-    }
-
     /// Deletes expired rows, in batches; returns how many.
     #[napi]
     pub async fn prune(&self) -> Result<u32> {
@@ -699,26 +661,6 @@ impl NativePostgresStore {
     #[napi]
     pub async fn prune_batch(&self) -> Result<u32> {
         self.with(|s| async move { s.prune_batch().await }).await
-    }
-
-    #[napi]
-    pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
-        self.with(|s| async move { s.get(key).await }).await
-    }
-
-    #[napi]
-    pub async fn list_records(
-        &self,
-        status: Option<String>,
-        limit: Option<u32>,
-    ) -> Result<Vec<NativeRecord>> {
-        self.with(|s| async move { s.list(status, limit).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn stats(&self) -> Result<NativeStats> {
-        self.with(|s| async move { s.stats().await }).await
     }
 
     /// Creates the table when it is missing: true if it was created, false if it was
@@ -774,3 +716,5 @@ impl NativePostgresStore {
         .await
     }
 }
+
+crate::network_store::network_store_methods!(NativePostgresStore);

@@ -3,6 +3,8 @@
 //! They fail, never skip, when it cannot be reached. Each test uses its own table.
 
 use super::*;
+use crate::record::FAILED;
+use crate::test_requests::{req, settle_req};
 
 fn pg_url() -> String {
     std::env::var("IDEMPOTENT_TOOLS_TEST_PG")
@@ -58,43 +60,20 @@ impl Fixture {
     }
 }
 
-fn req(key: &str, fp: &str, lease_ms: f64, ttl_ms: Option<f64>, force: bool) -> AcquireRequest {
-    AcquireRequest {
-        key: key.into(),
-        name: "charge".into(),
-        fingerprint: fp.into(),
-        lease_ms,
-        ttl_ms,
-        force,
-        meta: Some(r#"{"scope":"t-1"}"#.into()),
-    }
-}
-
-fn settle(
-    key: &str,
-    token: &str,
-    result: Option<&str>,
-    error: Option<&str>,
-    ttl_ms: Option<f64>,
-) -> SettleRequest {
-    SettleRequest {
-        key: key.into(),
-        token: token.into(),
-        result: result.map(Into::into),
-        error: error.map(Into::into),
-        ttl_ms,
-        duration_ms: Some(12.5),
-    }
-}
-
 #[tokio::test]
 async fn claim_settle_replay_and_fencing() {
     let f = Fixture::new();
     let s = &f.inner;
-    let a = s
-        .acquire(req("k", "fp", 30_000.0, None, false))
-        .await
-        .unwrap();
+    // This test's calls carry meta and a duration: kept with the record.
+    let scoped = |force| AcquireRequest {
+        meta: Some(r#"{"scope":"t-1"}"#.into()),
+        ..req("k", "fp", 30_000.0, None, force)
+    };
+    let timed = |token: &str, result: &str| SettleRequest {
+        duration_ms: Some(12.5),
+        ..settle_req("k", token, Some(result), None, None)
+    };
+    let a = s.acquire(scoped(false)).await.unwrap();
     assert!(a.acquired && a.attempts == 1 && !a.taken_over);
     let token = a.token.unwrap();
     // In flight: refused, the record in the same reply; 'retry' claims it anew.
@@ -108,14 +87,11 @@ async fn claim_settle_replay_and_fencing() {
         b.record.unwrap().meta.as_deref(),
         Some(r#"{"scope":"t-1"}"#)
     );
-    let retry = s
-        .acquire(req("k", "fp", 30_000.0, None, true))
-        .await
-        .unwrap();
+    let retry = s.acquire(scoped(true)).await.unwrap();
     assert!(retry.acquired && retry.attempts == 2);
     // The first owner's token no longer holds the record.
     assert!(!s
-        .settle(COMPLETED, settle("k", &token, Some("1"), None, None))
+        .settle(COMPLETED, settle_req("k", &token, Some("1"), None, None))
         .await
         .unwrap());
     assert!(!s.renew("k".into(), token.clone(), 1000.0).await.unwrap());
@@ -123,17 +99,11 @@ async fn claim_settle_replay_and_fencing() {
     assert!(s.renew("k".into(), t2.clone(), 30_000.0).await.unwrap());
     // Any text is kept exactly (the TypeScript layer decides what is storable).
     let text = "{\"b\":1,\"a\":\"\\ud800 é\"}   not json either";
-    assert!(s
-        .settle(COMPLETED, settle("k", &t2, Some(text), None, None))
-        .await
-        .unwrap());
+    assert!(s.settle(COMPLETED, timed(&t2, text)).await.unwrap());
     // The same settle sent again (its reply lost) is recognised; another is refused.
-    assert!(s
-        .settle(COMPLETED, settle("k", &t2, Some(text), None, None))
-        .await
-        .unwrap());
+    assert!(s.settle(COMPLETED, timed(&t2, text)).await.unwrap());
     assert!(!s
-        .settle(COMPLETED, settle("k", &t2, Some("2"), None, None))
+        .settle(COMPLETED, settle_req("k", &t2, Some("2"), None, None))
         .await
         .unwrap());
     let r = s.get("k".into()).await.unwrap().unwrap();
@@ -171,7 +141,7 @@ async fn failed_runs_again_and_a_dead_lease_is_taken_over() {
     assert!(s
         .settle(
             FAILED,
-            settle(
+            settle_req(
                 "k",
                 a.token.as_ref().unwrap(),
                 None,
@@ -193,7 +163,7 @@ async fn failed_runs_again_and_a_dead_lease_is_taken_over() {
     assert!(!s
         .settle(
             COMPLETED,
-            settle("k", b.token.as_ref().unwrap(), Some("1"), None, None)
+            settle_req("k", b.token.as_ref().unwrap(), Some("1"), None, None)
         )
         .await
         .unwrap());
@@ -202,7 +172,7 @@ async fn failed_runs_again_and_a_dead_lease_is_taken_over() {
     assert!(!s
         .settle(
             COMPLETED,
-            settle("k", c.token.as_ref().unwrap(), Some("1"), None, None)
+            settle_req("k", c.token.as_ref().unwrap(), Some("1"), None, None)
         )
         .await
         .unwrap());
@@ -222,7 +192,7 @@ async fn expired_rows_count_as_absent_and_prune_deletes_them() {
         assert!(s
             .settle(
                 COMPLETED,
-                settle(&k, a.token.as_ref().unwrap(), Some("1"), None, Some(1.0))
+                settle_req(&k, a.token.as_ref().unwrap(), Some("1"), None, Some(1.0))
             )
             .await
             .unwrap());
@@ -325,7 +295,7 @@ async fn a_batch_answers_each_claim_on_its_own_rule_in_one_statement_per_round()
     assert!(st
         .settle(
             COMPLETED,
-            settle("done", done.token.as_ref().unwrap(), Some("1"), None, None)
+            settle_req("done", done.token.as_ref().unwrap(), Some("1"), None, None)
         )
         .await
         .unwrap());
@@ -340,7 +310,7 @@ async fn a_batch_answers_each_claim_on_its_own_rule_in_one_statement_per_round()
     assert!(st
         .settle(
             FAILED,
-            settle(
+            settle_req(
                 "failed",
                 failed.token.as_ref().unwrap(),
                 None,
@@ -390,7 +360,7 @@ async fn a_batch_answers_each_claim_on_its_own_rule_in_one_statement_per_round()
     assert!(!st
         .settle(
             COMPLETED,
-            settle("live", live.token.as_ref().unwrap(), Some("2"), None, None)
+            settle_req("live", live.token.as_ref().unwrap(), Some("2"), None, None)
         )
         .await
         .unwrap());
@@ -400,28 +370,28 @@ async fn a_batch_answers_each_claim_on_its_own_rule_in_one_statement_per_round()
         .settle_batch(
             COMPLETED,
             vec![
-                settle(
+                settle_req(
                     "new",
                     out[0].token.as_ref().unwrap(),
                     Some("\"n\""),
                     None,
                     Some(60_000.0),
                 ),
-                settle(
+                settle_req(
                     "failed",
                     out[4].token.as_ref().unwrap(),
                     Some("\"f\""),
                     None,
                     None,
                 ),
-                settle(
+                settle_req(
                     "live",
                     live.token.as_ref().unwrap(),
                     Some("\"stale\""),
                     None,
                     None,
                 ),
-                settle(
+                settle_req(
                     "live",
                     out[6].token.as_ref().unwrap(),
                     Some("\"l\""),
@@ -545,7 +515,7 @@ async fn statements_planned_on_a_small_table_reach_rows_through_the_key_index_as
         .await
         .into_iter()
         .zip(&reqs)
-        .map(|(out, r)| settle(&r.key, &out.unwrap().token.unwrap(), Some("1"), None, None))
+        .map(|(out, r)| settle_req(&r.key, &out.unwrap().token.unwrap(), Some("1"), None, None))
         .collect();
     assert!(s
         .settle_batch(COMPLETED, settles.clone())

@@ -18,6 +18,7 @@ use redis::{Script, Value};
 
 use super::tests::{admin, redis_url, req, settle_req, store};
 use super::*;
+use crate::record::FAILED;
 
 /// A process of the older version: its scripts on its own connection.
 #[derive(Clone)]

@@ -37,7 +37,6 @@ mod scripts;
 #[cfg(test)]
 mod tests;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
@@ -48,7 +47,7 @@ use redis::{Cmd, Value};
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
 use crate::failure::{guarded, StoreFailure, StoreResult};
 use crate::record::SettleRequest;
-use crate::record::{NativeRecord, NativeStats, Record, COMPLETED, FAILED, PENDING};
+use crate::record::{NativeRecord, Record, COMPLETED, PENDING};
 use crate::token::new_token;
 use connection::{timeout_option, Conn, Handle, Target};
 pub use connection::{DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_PREFIX};
@@ -543,15 +542,6 @@ impl NativeRedisStore {
             },
         })
     }
-
-    fn with<T, F, Fut>(&self, work: F) -> impl Future<Output = Result<T>>
-    where
-        T: Send + 'static,
-        F: FnOnce(Arc<Inner>) -> Fut,
-        Fut: Future<Output = StoreResult<T>> + Send + 'static,
-    {
-        guarded(work(self.inner.clone()))
-    }
 }
 
 #[napi]
@@ -592,59 +582,11 @@ impl NativeRedisStore {
         env.spawn_future(guarded(async move { Ok(batch::run(inner, ops).await) }))
     }
 
-    #[napi]
-    pub async fn renew(&self, key: String, token: String, lease_ms: f64) -> Result<bool> {
-        self.with(|s| async move { s.renew(key, token, lease_ms).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn complete(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(COMPLETED, request).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn fail(&self, request: SettleRequest) -> Result<bool> {
-        self.with(|s| async move { s.settle(FAILED, request).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn release(&self, key: String) -> Result<bool> {
-        self.with(|s| async move { s.release(key).await }).await
-    }
-
-    #[napi]
-    pub async fn clear(&self, key: Option<String>) -> Result<u32> {
-        self.with(|s| async move { s.clear(key).await }).await
-    }
-
     /// Redis removes expired records by itself (each settled record carries its own
     /// expiry, and a pending one never expires), so there is nothing to prune: always 0.
     #[napi]
     pub async fn prune(&self) -> Result<u32> {
         Ok(0)
-    }
-
-    #[napi]
-    pub async fn get(&self, key: String) -> Result<Option<NativeRecord>> {
-        self.with(|s| async move { s.get(key).await }).await
-    }
-
-    #[napi]
-    pub async fn list_records(
-        &self,
-        status: Option<String>,
-        limit: Option<u32>,
-    ) -> Result<Vec<NativeRecord>> {
-        self.with(|s| async move { s.list(status, limit).await })
-            .await
-    }
-
-    #[napi]
-    pub async fn stats(&self) -> Result<NativeStats> {
-        self.with(|s| async move { s.stats().await }).await
     }
 
     /// Drops the connections. Later calls fail with "the store is closed".
@@ -655,3 +597,5 @@ impl NativeRedisStore {
         env.spawn_future(async { Ok(()) })
     }
 }
+
+crate::network_store::network_store_methods!(NativeRedisStore);

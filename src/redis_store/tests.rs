@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::connection::{match_pattern, redact_raw, Target};
 use super::*;
+use crate::record::FAILED;
+pub(super) use crate::test_requests::{req, settle_req};
 
 const SECRET: &str = "s3cret-Pa55word";
 
@@ -46,41 +48,6 @@ pub(super) fn admin(url: &str) -> redis::Connection {
         .expect("url")
         .get_connection()
         .expect("Redis must be reachable for these tests")
-}
-
-pub(super) fn req(
-    key: &str,
-    fp: &str,
-    lease_ms: f64,
-    ttl_ms: Option<f64>,
-    force: bool,
-) -> AcquireRequest {
-    AcquireRequest {
-        key: key.into(),
-        name: "charge".into(),
-        fingerprint: fp.into(),
-        lease_ms,
-        ttl_ms,
-        force,
-        meta: None,
-    }
-}
-
-pub(super) fn settle_req(
-    key: &str,
-    token: &str,
-    result: Option<&str>,
-    error: Option<&str>,
-    ttl_ms: Option<f64>,
-) -> SettleRequest {
-    SettleRequest {
-        key: key.into(),
-        token: token.into(),
-        result: result.map(Into::into),
-        error: error.map(Into::into),
-        ttl_ms,
-        duration_ms: None,
-    }
 }
 
 fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
