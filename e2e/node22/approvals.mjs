@@ -212,18 +212,23 @@ for (const guarded of [false, true]) {
   writeFileSync(opts.history, JSON.stringify(approved));
   const self = fileURLToPath(import.meta.url);
   const children = [0, 1].map(() => spawn(process.execPath, [self, 'child', JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'inherit'] }));
-  const said = (child, word) => new Promise((resolve) => {
-    let seen = '';
-    child.stdout.on('data', (d) => { seen += d; if (seen.includes(word)) resolve(seen); });
-  });
-  const ended = children.map((c) => new Promise((resolve) => { let out = ''; c.stdout.on('data', (d) => (out += d)); c.on('close', () => resolve(out)); }));
-  await said(children[0], 'RUNNING'); // the first child's tool is running; the second is already submitting
-  await said(children[1], 'WAITING');
-  children[0].stdin.end('release\n');
-  children[1].stdin.end();
-  const outs = await Promise.all(ended);
+  // Either child may claim first: whichever says RUNNING holds the call, and the other must
+  // say WAITING (it found the call in flight) before the runner is released. Every byte is
+  // collected from spawn on, so nothing said before a wait began is missed.
+  const outs = ['', ''];
+  let changed = () => {};
+  const ended = children.map((c, i) => new Promise((resolve) => {
+    c.stdout.on('data', (d) => { outs[i] += d; changed(); });
+    c.on('close', (code) => { outs[i] += `\nEXIT ${code}\n`; changed(); resolve(); });
+  }));
+  const until = (test) => new Promise((resolve) => { changed = () => test() && resolve(); changed(); });
+  await until(() => outs.some((o) => o.includes('RUNNING') || o.includes('EXIT')));
+  const runner = outs.findIndex((o) => o.includes('RUNNING'));
+  if (runner !== -1) await until(() => outs[1 - runner].includes('WAITING') || outs[1 - runner].includes('EXIT'));
+  for (const c of children) c.stdin.end(c === children[runner] ? 'release\n' : undefined);
+  await Promise.all(ended);
   const charges = readFileSync(opts.log, 'utf8').split('\n').filter(Boolean);
-  const results = outs.map((o) => o.split('RESULT ')[1]?.trim());
+  const results = outs.map((o) => o.split('RESULT ')[1]?.split('\n')[0].trim());
   check('ai 7: two processes submit one approved history on one SQLite file', charges.length === 1 && results[0] !== undefined && results[0] === results[1], `${charges.length} charge(s); results ${results.join(' / ')}`);
 }
 
