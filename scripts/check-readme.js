@@ -157,14 +157,14 @@ function exampleMismatch(block) {
   return null
 }
 
-/** README's `npm test` line is what .ci/run runs. */
+/** README's `npm test` line is what .ci/run runs (under its `limit MINUTES` time bound or not). */
 function testCommandMismatch(blocks) {
   const lines = blocks.filter((b) => SHOWN.has(b.lang)).flatMap((b) => b.code.split('\n'))
   const readme = lines.map((l) => l.replace(/#.*$/, '').trim()).find((l) => /^npm (run )?test\b/.test(l))
   if (!readme) return 'README.md shows no `npm test` command'
   const ci = fs.readFileSync(path.join(ROOT, '.ci', 'run'), 'utf8').split('\n').map((l) => l.trim())
   const escaped = readme.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-  if (!ci.some((l) => new RegExp(`^${escaped}(\\s*$|\\s+[|&;2>])`).test(l))) return `.ci/run does not run README.md's test command \`${readme}\``
+  if (!ci.some((l) => new RegExp(`^(limit \\d+ )?${escaped}(\\s*$|\\s+[|&;2>])`).test(l))) return `.ci/run does not run README.md's test command \`${readme}\``
   return null
 }
 
