@@ -213,8 +213,10 @@ for (const guarded of [false, true]) {
   const self = fileURLToPath(import.meta.url);
   const children = [0, 1].map(() => spawn(process.execPath, [self, 'child', JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'inherit'] }));
   // Either child may claim first: whichever says RUNNING holds the call, and the other must
-  // say WAITING (it found the call in flight) before the runner is released. Every byte is
-  // collected from spawn on, so nothing said before a wait began is missed.
+  // say WAITING (it found the call in flight) before the runner is released. If the other
+  // runs the tool too (the fault this checks for), it says RUNNING: every runner is
+  // released and the check below fails on two charges, instead of waiting forever. Every
+  // byte is collected from spawn on, so nothing said before a wait began is missed.
   const outs = ['', ''];
   let changed = () => {};
   const ended = children.map((c, i) => new Promise((resolve) => {
@@ -222,10 +224,14 @@ for (const guarded of [false, true]) {
     c.on('close', (code) => { outs[i] += `\nEXIT ${code}\n`; changed(); resolve(); });
   }));
   const until = (test) => new Promise((resolve) => { changed = () => test() && resolve(); changed(); });
-  await until(() => outs.some((o) => o.includes('RUNNING') || o.includes('EXIT')));
-  const runner = outs.findIndex((o) => o.includes('RUNNING'));
-  if (runner !== -1) await until(() => outs[1 - runner].includes('WAITING') || outs[1 - runner].includes('EXIT'));
-  for (const c of children) c.stdin.end(c === children[runner] ? 'release\n' : undefined);
+  const said = (i, ...words) => words.some((w) => outs[i].includes(w));
+  await until(() => said(0, 'RUNNING', 'EXIT') || said(1, 'RUNNING', 'EXIT'));
+  const first = said(0, 'RUNNING') ? 0 : 1;
+  await until(() => said(1 - first, 'WAITING', 'RUNNING', 'EXIT'));
+  // From here on, every child that is running the tool (now or later) is released.
+  const released = new Set();
+  changed = () => children.forEach((c, i) => { if (said(i, 'RUNNING') && !released.has(i)) { released.add(i); c.stdin.end('release\n'); } });
+  changed();
   await Promise.all(ended);
   const charges = readFileSync(opts.log, 'utf8').split('\n').filter(Boolean);
   const results = outs.map((o) => o.split('RESULT ')[1]?.split('\n')[0].trim());
