@@ -11,50 +11,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { lib } from './helpers';
 import { sharedRedis, uniquePrefix } from './redis-server';
+import { holdingReply } from './store-faults';
 import { eachStore } from './stores';
 
 const { idempotent, step } = lib;
-type Store = import('../dist/core/store.js').Store;
-type AcquireRequest = import('../dist/core/store.js').AcquireRequest;
 
 const LEASE_MS = 300;
 const redis = await sharedRedis();
 afterAll(() => redis.stop());
-
-interface Held {
-  store: Store;
-  /** Resolves when the held claim was made on the store (its reply not yet delivered). */
-  claimed: Promise<void>;
-  /** Delivers the held reply. */
-  release: () => void;
-}
-
-/** `store`, except that the reply of the first acquire that `which` picks is held until released. */
-function holdingReply(store: Store, which: (req: AcquireRequest) => boolean = () => true): Held {
-  let holding = true;
-  let claimed!: () => void;
-  let release!: () => void;
-  const made = new Promise<void>((r) => (claimed = r));
-  const released = new Promise<void>((r) => (release = r));
-  const held = new Proxy(store, {
-    get(target, property) {
-      if (property === 'acquire') {
-        return async (req: AcquireRequest) => {
-          const reply = await target.acquire(req);
-          if (holding && which(req)) {
-            holding = false;
-            claimed();
-            await released;
-          }
-          return reply;
-        };
-      }
-      const value = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return { store: held, claimed: made, release };
-}
 
 const afterLeases = (n: number) => new Promise<void>((r) => setTimeout(r, n * LEASE_MS)); // the fault itself: a reply held this long
 

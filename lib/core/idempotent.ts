@@ -26,7 +26,7 @@ import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './
 import { WRAPS, claimName } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
-import { type SettlingCall, errorOf, settle } from './settle.js';
+import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { defaultStore, defaultStoreGeneration } from '../stores/default-store.js';
 import { type AcquireResult, type IdempotencyRecord, type RecordMeta, REPLAY_DERIVED, type ReplayDerived, type Store, replayedAnswer } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -440,12 +440,10 @@ async function record<A extends unknown[], R>(
   await pace();
   crashPoint('after-complete');
   if (settled.state === 'unknown') {
-    throw new StoreError(
-      `idempotent-tools: "${c.name}" ran, but its result could not be recorded (${asStoreError(settled.error).message}). ` +
-        'The record stays pending: after its lease runs out, the next call with this key ' +
-        (c.reconcile === undefined ? 'runs again' : 'asks reconcile, then runs again unless it says the call happened'),
-      { key, cause: settled.error },
-    );
+    const otherwise = `after its lease runs out (leaseMs ${c.leaseMs}), the next call ${
+      c.reconcile === undefined ? 'runs fn again' : 'asks reconcile, and runs fn again unless it says the call happened'
+    }`;
+    throw new StoreError(unknownOutcome(`"${c.name}"`, settled, otherwise), { key, cause: settled.error, outcome: 'unknown' });
   }
   if (settled.state === 'fenced') {
     if (!lease.lost) emit('lease-lost', { attempts });

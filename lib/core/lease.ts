@@ -11,7 +11,7 @@
  * whether `fn` may still start under it.
  */
 
-import type { Store } from './store.js';
+import { CLAIMS_LOCKED, type Store } from './store.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -129,6 +129,7 @@ export function keepLease(
       return heldUntil;
     },
     mayStart() {
+      if ((store as { [CLAIMS_LOCKED]?: boolean })[CLAIMS_LOCKED] === true) return true;
       return !lost && performance.now() + leaseMs * START_MARGIN < heldUntil;
     },
   };

@@ -19,7 +19,7 @@ import { KeyMismatchError, LeaseLostError, StoreError, asStoreError } from './er
 import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './lease.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import * as native from './native.js';
-import { type SettlingCall, errorOf, settle } from './settle.js';
+import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { storableResult } from './storable.js';
 import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -221,11 +221,8 @@ async function settleStep(
     self.attempts,
   );
   if (settled.state === 'unknown') {
-    throw new StoreError(
-      `idempotent-tools: step ${self.name} ran, but its result could not be recorded (${asStoreError(settled.error).message}). ` +
-        'The step stays pending: after its lease runs out, the next run of the call takes it over and does it again',
-      { key: self.key, cause: settled.error },
-    );
+    const otherwise = 'after its lease runs out, the next run of the call takes the step over and does it again';
+    throw new StoreError(unknownOutcome(`step ${self.name}`, settled, otherwise), { key: self.key, cause: settled.error, outcome: 'unknown' });
   }
   if (settled.state === 'fenced') {
     throw new LeaseLostError(
