@@ -30,9 +30,21 @@ export class KeyMismatchError extends IdempotencyError {
   override readonly code = 'KEY_MISMATCH';
 }
 
-/** The store could not be opened, read or written. The wrapped function did not run. */
+/**
+ * The store could not be opened, read or written. The wrapped function did not run,
+ * unless `outcome` is `'unknown'`: then it ran, and whether its outcome was recorded is
+ * unknown (the write may have been applied, and reading it back failed too); the message
+ * says what the next call will do in either case.
+ */
 export class StoreError extends IdempotencyError {
   override readonly code = 'STORE_ERROR';
+  /** `'unknown'`: fn ran, and whether its outcome was recorded is unknown. */
+  readonly outcome: 'unknown' | undefined;
+
+  constructor(message: string, options?: { key?: string; cause?: unknown; outcome?: 'unknown' }) {
+    super(message, options);
+    this.outcome = options?.outcome;
+  }
 }
 
 /** Wraps whatever a store threw in a `StoreError` (keeping it as `cause`). */

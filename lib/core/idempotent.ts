@@ -22,11 +22,11 @@ import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
-import { type Lease, keepLease } from './lease.js';
+import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './lease.js';
 import { WRAPS, claimName } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
-import { type SettlingCall, errorOf, settle } from './settle.js';
+import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { defaultStore, defaultStoreGeneration } from '../stores/default-store.js';
 import { type AcquireResult, type IdempotencyRecord, type RecordMeta, REPLAY_DERIVED, type ReplayDerived, type Store, replayedAnswer } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -264,6 +264,8 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
   const deadline = Date.now() + c.pollTimeoutMs;
   const meta = c.meta === undefined ? undefined : metaOf(call);
   let waited = false;
+  // Claims of ours answered too late to run fn under (see lease.ts), handed back unused.
+  const late = { count: 0, attempts: 0, takenOver: false };
   for (;;) {
     let claim: AcquireResult;
     const sentAt = performance.now();
@@ -284,8 +286,18 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
     }
     await pace(); // a burst of replies resumes over several turns of the loop
     if (claim.acquired) {
-      if (claim.takenOver) emit('taken-over', { attempts: claim.attempts });
-      return execute(call, claim.token, claim.attempts, claim.takenOver, sentAt);
+      // A claim right after our own handed-back one took over nothing but that unused claim:
+      // reconcile is asked only if the handed-back claim was itself a takeover.
+      const takenOver = late.count > 0 && claim.attempts === late.attempts + 1 ? late.takenOver : claim.takenOver;
+      const outcome = await execute(call, claim.token, claim.attempts, takenOver, sentAt);
+      if (outcome !== HANDED_BACK) return outcome;
+      late.count++;
+      late.attempts = claim.attempts;
+      late.takenOver = takenOver;
+      if (late.count >= MAX_LATE_CLAIMS) {
+        throw new StoreError(`idempotent-tools: "${c.name}" did not run: ${tooLate(late.count, c.leaseMs)}`, { key });
+      }
+      continue;
     }
     const record = claim.record;
     if (record.status === 'completed' || record.fingerprint !== fingerprint) {
@@ -356,7 +368,7 @@ async function execute<A extends unknown[], R>(
   attempts: number,
   takenOver: boolean,
   sentAt: number,
-): Promise<Awaited<R>> {
+): Promise<Awaited<R> | typeof HANDED_BACK> {
   const { c, store, fn, args, key, emit } = call;
   crashPoint('after-acquire');
   const lease = keepLease(
@@ -370,9 +382,14 @@ async function execute<A extends unknown[], R>(
   );
   const durationMs = () => performance.now() - sentAt;
   try {
+    // A claim answered after its lease (nearly) ran out may already be another caller's on
+    // the store: fn must not start under it. Handed back unused, so the caller re-reads.
+    if (!lease.mayStart()) return await handBack(lease);
+    if (takenOver) emit('taken-over', { attempts });
     if (takenOver && c.reconcile !== undefined) {
       const reconciled = await askReconcile(call, lease, token, attempts, durationMs);
       if (reconciled.happened) return reconciled.value as Awaited<R>;
+      if (!lease.mayStart()) return await handBack(lease);
     }
 
     let value: Awaited<R>;
@@ -391,6 +408,12 @@ async function execute<A extends unknown[], R>(
     lease.stop();
     notify(store, key);
   }
+}
+
+/** Ends a claim that fn never ran under, so that the next claim (ours or another caller's) takes it over at once. */
+async function handBack(lease: Lease): Promise<typeof HANDED_BACK> {
+  await lease.end();
+  return HANDED_BACK;
 }
 
 /** Records what fn (or reconcile) returned; returns it, or throws what the caller must know. */
@@ -417,12 +440,10 @@ async function record<A extends unknown[], R>(
   await pace();
   crashPoint('after-complete');
   if (settled.state === 'unknown') {
-    throw new StoreError(
-      `idempotent-tools: "${c.name}" ran, but its result could not be recorded (${asStoreError(settled.error).message}). ` +
-        'The record stays pending: after its lease runs out, the next call with this key ' +
-        (c.reconcile === undefined ? 'runs again' : 'asks reconcile, then runs again unless it says the call happened'),
-      { key, cause: settled.error },
-    );
+    const otherwise = `after its lease runs out (leaseMs ${c.leaseMs}), the next call ${
+      c.reconcile === undefined ? 'runs fn again' : 'asks reconcile, and runs fn again unless it says the call happened'
+    }`;
+    throw new StoreError(unknownOutcome(`"${c.name}"`, settled, otherwise), { key, cause: settled.error, outcome: 'unknown' });
   }
   if (settled.state === 'fenced') {
     if (!lease.lost) emit('lease-lost', { attempts });

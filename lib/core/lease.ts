@@ -3,11 +3,38 @@
  * recorded, so a live call is never taken over. A renewal that fails (a slow store, a
  * lock held past the busy timeout, a Redis timeout) is retried with backoff: only a
  * renewal the store refuses (another caller holds the record) means the lease is lost.
+ *
+ * The lease is counted from when the claim (or the renewal) was sent, on this process's
+ * monotonic clock: the store started counting later, so this end is never later than the
+ * store's. A claim whose reply arrives late (a stalled network, a paused process or VM)
+ * may already be over on the store and taken over by another caller: `mayStart` says
+ * whether `fn` may still start under it.
  */
 
-import type { Store } from './store.js';
+import { CLAIMS_LOCKED, type Store } from './store.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * `fn` starts only while more than this share of the lease is still ahead of it. What it
+ * leaves covers the time between the check and `fn`'s first request, and the first renewal's
+ * round trip; a claim answered later than that is handed back unused (see idempotent.ts).
+ */
+export const START_MARGIN = 0.2;
+
+/** What running under a claim comes to when the claim was too late for fn to start: it was handed back unused. */
+export const HANDED_BACK: unique symbol = Symbol('handed back');
+/** Late claims in a row before a call gives up (fn never ran: a StoreError). */
+export const MAX_LATE_CLAIMS = 3;
+
+/** Why a call (or a step) gave up after MAX_LATE_CLAIMS late claims, and what to do. */
+export function tooLate(count: number, leaseMs: number): string {
+  return (
+    `${count} claims of it were answered by the store too late to run under their lease (leaseMs ${leaseMs}; ` +
+    `fn starts only while more than ${Math.round(START_MARGIN * 100)}% of the lease is ahead). The store or the network is ` +
+    "slower than the lease allows, or this process was paused: raise leaseMs, or look at the store's latency"
+  );
+}
 
 export interface Lease {
   /** Stops renewing (the call has settled, or gives its claim up to run out). */
@@ -16,9 +43,11 @@ export interface Lease {
   end(): Promise<void>;
   /** True once a renewal was refused: another caller took the record over. */
   readonly lost: boolean;
-  /** Until when (performance.now() time) the lease is known to last: the start of the
-   * last renewal that succeeded, plus leaseMs. */
+  /** Until when (performance.now() time) the lease is known to last: when the claim or
+   * the last renewal that succeeded was sent, plus leaseMs. */
   readonly heldUntil: number;
+  /** Whether `fn` may start now: the lease is held for more than START_MARGIN of leaseMs yet. */
+  mayStart(): boolean;
 }
 
 /**
@@ -74,7 +103,9 @@ export function keepLease(
       },
     );
   };
-  schedule(every);
+  // Renewals are timed from the claim's sending, not from its reply: a reply that came
+  // late must not push the first renewal past the lease's end.
+  schedule(Math.max(0, claimedAt + every - performance.now()));
 
   const stop = () => {
     stopped = true;
@@ -96,6 +127,10 @@ export function keepLease(
     },
     get heldUntil() {
       return heldUntil;
+    },
+    mayStart() {
+      if ((store as { [CLAIMS_LOCKED]?: boolean })[CLAIMS_LOCKED] === true) return true;
+      return !lost && performance.now() + leaseMs * START_MARGIN < heldUntil;
     },
   };
 }

@@ -60,8 +60,32 @@ function wellFormedError(error: RecordError): RecordError {
   return { name: fix(error.name), message: fix(error.message) };
 }
 
-/** What a settle came to: recorded, refused because another call holds the record, or unknown after retries. */
-export type Settled = { state: 'recorded' } | { state: 'fenced' } | { state: 'unknown'; error: unknown };
+/**
+ * What a settle came to: recorded, refused because another call holds the record, or
+ * unknown after retries (`seen`: the last read of the record found it still pending, or
+ * could not read it).
+ */
+export type Settled =
+  | { state: 'recorded' }
+  | { state: 'fenced' }
+  | { state: 'unknown'; error: unknown; seen: 'pending' | 'unreadable' };
+
+/**
+ * The message of a settle whose outcome is unknown: `who` ran, and its write was never
+ * confirmed: it may still be applied (a reply lost, a write that is late), so neither a
+ * loss nor a success is stated, only what was seen and what the next call does in each
+ * case (`otherwise`).
+ */
+export function unknownOutcome(who: string, settled: Extract<Settled, { state: 'unknown' }>, otherwise: string): string {
+  const { error, seen } = settled;
+  const cause = error instanceof Error ? error.message.replace(/^idempotent-tools: /, '') : String(error);
+  const read = seen === 'pending' ? 'the record, read back, was still pending' : 'reading the record back failed too';
+  return (
+    `idempotent-tools: ${who} ran, but whether its result was recorded is unknown: the store did not confirm the write ` +
+    `(${cause}), and ${read}. If the write was (or is still) applied, the next call with this key returns its result; ` +
+    `if not, the record stays pending: ${otherwise}`
+  );
+}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -99,17 +123,27 @@ export async function settle(
       // A store that refuses a lone surrogate in the error text still gets a `failed` record.
       const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
       if (await store[op](req)) return { state: 'recorded' };
-      // Refused. After an attempt that errored, the refusal may be that attempt's own
-      // write, applied after all (a reply that timed out): the record tells.
-      return { state: attempt > 1 && (await look()) === 'recorded' ? 'recorded' : 'fenced' };
+      if (attempt === 1) return { state: 'fenced' };
+      // Refused after an attempt that errored: the refusal may be that attempt's own write,
+      // applied after all (a reply that timed out). The record tells; when it cannot be
+      // read, nobody has seen another call take it over, so the outcome is unknown.
+      const seen = await look();
+      if (seen === undefined) {
+        return { state: 'unknown', error: new Error(`the store refused the ${op} sent again`), seen: 'unreadable' };
+      }
+      return { state: seen === 'recorded' ? 'recorded' : 'fenced' };
     } catch (err) {
       emit('store-error', { error: err });
       const seen = await look();
       if (seen === 'recorded' || seen === 'fenced') return { state: seen };
-      const now = performance.now();
       if (lease.lost) return { state: 'fenced' };
-      if (now + delay > giveUpAt || now + delay > lease.heldUntil) return { state: 'unknown', error: err };
-      await sleep(delay);
+      // Retried for as long as the claim is ours by this process's own record of its last
+      // claim or renewal (renewals may fail meanwhile, for the same cause): the last try
+      // goes out just before that end, never skipped because a full backoff would pass it.
+      const now = performance.now();
+      const until = Math.min(giveUpAt, lease.heldUntil);
+      if (now >= until - 1) return { state: 'unknown', error: err, seen: seen === 'pending' ? 'pending' : 'unreadable' };
+      await sleep(Math.min(delay, until - 1 - now));
       delay = Math.min(delay * 2, 1000);
     }
   }

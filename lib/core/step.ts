@@ -16,10 +16,10 @@ import { type RunningCall, STEPS_REFUSED, running } from './call-context.js';
 import { canonicalJson, resultJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
 import { KeyMismatchError, LeaseLostError, StoreError, asStoreError } from './errors.js';
-import { type Lease, keepLease } from './lease.js';
+import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './lease.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import * as native from './native.js';
-import { type SettlingCall, errorOf, settle } from './settle.js';
+import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { storableResult } from './storable.js';
 import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -108,6 +108,7 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
   const { key, fingerprint } = stepIdentity(call, label, true);
 
   const watch = new Watch(store, key);
+  let late = 0; // claims answered too late to run the step under, handed back unused
   try {
     for (;;) {
       let claim: AcquireResult;
@@ -125,7 +126,12 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
           const before = await legacyOutcome(call, label);
           if (before !== undefined) return await adopt(self, before);
         }
-        return await execute(self, fn);
+        const outcome = await execute(self, fn);
+        if (outcome !== HANDED_BACK) return outcome;
+        if (++late >= MAX_LATE_CLAIMS) {
+          throw new StoreError(`idempotent-tools: step ${name} did not run: ${tooLate(late, leaseMs)}`, { key });
+        }
+        continue;
       }
       const record = claim.record;
       if (record.fingerprint !== fingerprint) {
@@ -215,11 +221,8 @@ async function settleStep(
     self.attempts,
   );
   if (settled.state === 'unknown') {
-    throw new StoreError(
-      `idempotent-tools: step ${self.name} ran, but its result could not be recorded (${asStoreError(settled.error).message}). ` +
-        'The step stays pending: after its lease runs out, the next run of the call takes it over and does it again',
-      { key: self.key, cause: settled.error },
-    );
+    const otherwise = 'after its lease runs out, the next run of the call takes the step over and does it again';
+    throw new StoreError(unknownOutcome(`step ${self.name}`, settled, otherwise), { key: self.key, cause: settled.error, outcome: 'unknown' });
   }
   if (settled.state === 'fenced') {
     throw new LeaseLostError(
@@ -231,12 +234,18 @@ async function settleStep(
   }
 }
 
-async function execute<T>(self: StepCall, fn: () => T): Promise<Awaited<T>> {
+async function execute<T>(self: StepCall, fn: () => T): Promise<Awaited<T> | typeof HANDED_BACK> {
   const { call, key, name, token } = self;
   const { store } = call;
   const startedAt = performance.now();
   const lease = leaseFor(self);
   try {
+    // As for a call (idempotent.ts): a claim answered after its lease (nearly) ran out may
+    // be another run's on the store already; the step's fn must not start under it.
+    if (!lease.mayStart()) {
+      await lease.end();
+      return HANDED_BACK;
+    }
     let value: Awaited<T>;
     try {
       value = await running.run({ ...call, key, name, fingerprint: self.fingerprint }, fn);

@@ -147,6 +147,13 @@ export interface Store {
   listRecent?(query: RecentQuery): Promise<RecentRecords>;
 }
 
+/**
+ * @internal A store whose claim is a row lock held by the call's own transaction until it
+ * settles (idempotentTx): no other caller can take the claim over, however late its reply
+ * came, so a late claim may still run fn (see lease.ts, `mayStart`).
+ */
+export const CLAIMS_LOCKED = Symbol.for('idempotent-tools.claimsLocked');
+
 /** What `peekReplay` returns: a completed record's outcome. */
 export interface ReplayHit {
   result: unknown;

@@ -30,7 +30,7 @@ import * as native from '../core/native.js';
 import { toRecord } from './native-store.js';
 import type { IdempotentOptions } from '../core/options.js';
 import { checkPostgresText, postgresPlace } from './postgres-store.js';
-import type { AcquireRequest, AcquireResult, IdempotencyRecord, ListOptions, SettleRequest, Store } from '../core/store.js';
+import { type AcquireRequest, type AcquireResult, CLAIMS_LOCKED, type IdempotencyRecord, type ListOptions, type SettleRequest, type Store } from '../core/store.js';
 
 /** What idempotentTx needs of a node-postgres client (pg's PoolClient). */
 export interface TxClient {
@@ -153,6 +153,17 @@ export function idempotentTx<P extends TxPool, A extends unknown[], R>(
         return value;
       } catch (err) {
         if (tx.endedByFn !== undefined) throw endedByFnError(wrapped.name, tx.endedByFn.recorded, err);
+        if (tx.commitFailed !== undefined && err instanceof StoreError && err.outcome === 'unknown') {
+          // COMMIT got no answer (the connection died) and the record could not be read:
+          // the transaction may have committed. Never say it did not.
+          throw new StoreError(
+            `idempotent-tools: the transaction of "${wrapped.name}" sent COMMIT and got no answer ` +
+              `(${(tx.commitFailed as Error)?.message ?? tx.commitFailed}), and reading the record back failed too: whether it ` +
+              "committed is unknown. If it did, fn's writes and the record were kept together and the next call returns the " +
+              "result; if not, neither was kept and the next call runs again",
+            { key: err.key, cause: tx.commitFailed, outcome: 'unknown' },
+          );
+        }
         if (tx.commitFailed !== undefined) {
           throw new StoreError(
             `idempotent-tools: the transaction of "${wrapped.name}" did not commit (${(tx.commitFailed as Error)?.message ?? tx.commitFailed}): ` +
@@ -453,6 +464,11 @@ class TxStore implements Store {
         return rows[0].settled === true;
       },
     };
+  }
+
+  /** @internal The claim is this call's row lock: no other caller takes it over, however late its reply (lease.ts). */
+  get [CLAIMS_LOCKED](): boolean {
+    return true;
   }
 
   /** The uncommitted claim is invisible to others, who wait on its row lock: no lease to renew. */

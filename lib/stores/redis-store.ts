@@ -213,9 +213,14 @@ export class RedisStore extends NativeBackedStore {
   }
 }
 
-/** Whether this runtime is Node.js itself, whose libuv the native store may drive. */
+/**
+ * Whether this runtime is Node.js itself, whose libuv the native store may drive.
+ * `IDEMPOTENT_TOOLS_REDIS_TRANSPORT=tokio` (internal: the tests and the fault harness run
+ * every Redis case on both transports) keeps the Tokio transport under Node too.
+ */
 function underNode(): boolean {
   const g = globalThis as { Bun?: unknown; Deno?: unknown };
+  if (typeof process === 'object' && process.env?.IDEMPOTENT_TOOLS_REDIS_TRANSPORT === 'tokio') return false;
   return typeof process === 'object' && typeof process.versions?.node === 'string' && g.Bun === undefined && g.Deno === undefined;
 }
 

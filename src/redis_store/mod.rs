@@ -305,8 +305,13 @@ impl Inner {
                     return Ok(Some(refused_by(record)));
                 }
                 if record.status == PENDING && d.token.as_deref() == Some(token) {
-                    // This very claim, applied before its reply was lost and sent again.
-                    return Ok(Some(claimed(token.to_string(), record.attempts, false)));
+                    // This very claim, applied before its reply was lost and sent again
+                    // (a takeover still answers as one).
+                    return Ok(Some(claimed(
+                        token.to_string(),
+                        record.attempts,
+                        d.taken_over,
+                    )));
                 }
                 Ok(None)
             }

@@ -12,7 +12,9 @@
 //! NUMS   = attempts "," lease_ms "," created_at "," updated_at "," lease_until ","
 //!          expires_at "," duration_ms          (decimal integers; empty = absent)
 //! FIELDS = (TAG length ":" bytes)*   TAG: k key, n name, f fingerprint, m meta,
-//!          r result, e error          (any bytes; absent fields are left out)
+//!          r result, e error, t "1": the claim took over a dead owner's (kept by a settle,
+//!          read only while pending)
+//!          (any bytes; absent fields are left out; unknown tags are skipped)
 //! ```
 //!
 //! Times come from the server's clock. A claim written by `SET NX` cannot read that clock,
@@ -94,6 +96,9 @@ pub struct Decoded {
     pub record: Record,
     /// The claim's token (pending), or the settling claim's (settled); `None` once released.
     pub token: Option<String>,
+    /// A pending claim that took over a dead owner's (field `t`): a resent claim of this
+    /// token must answer that it took over, so that reconcile is asked.
+    pub taken_over: bool,
 }
 
 /// Whether `value` is a format-2 value at all (another application's string is not).
@@ -153,6 +158,7 @@ pub fn decode(value: &[u8], pexpiretime: i64) -> Result<Decoded, String> {
         record.lease_expires_at = lease_until.or_else(|| Some(claimed_at? + lease_ms.unwrap_or(0)));
         record.token = token.clone();
     }
+    let mut taken_over = false;
     let mut fields = &rest[semi + 1..];
     while !fields.is_empty() {
         let tag = fields[0];
@@ -176,12 +182,17 @@ pub fn decode(value: &[u8], pexpiretime: i64) -> Result<Decoded, String> {
             b'm' => record.meta = Some(text()?).filter(|m| !m.is_empty()),
             b'r' => record.result = Some(text()?),
             b'e' => record.error = Some(text()?),
+            b't' => taken_over = status == PENDING,
             // A field of a later version: skipped.
             _ => {}
         }
         fields = &fields[end..];
     }
-    Ok(Decoded { record, token })
+    Ok(Decoded {
+        record,
+        token,
+        taken_over,
+    })
 }
 
 #[cfg(test)]

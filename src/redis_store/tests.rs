@@ -1007,6 +1007,86 @@ async fn release_fails_a_pending_record_and_drops_its_token() {
 }
 
 #[tokio::test]
+async fn a_resent_takeover_is_still_a_takeover() {
+    // A takeover whose reply is lost to a dropped connection is sent again (by the
+    // connection, or by the whole acquire: SET NX GET, then the claim script). Both
+    // resends must answer as the first did, a takeover, so that reconcile is asked
+    // before fn runs again (issue 28, item 2). Also after a renewal rewrote the record.
+    let (s, _) = store();
+    let st = &s.inner;
+    let dead = req("k", "fp", 0.0, None, false);
+    let owner = st.acquire(dead).await.unwrap();
+    assert!(owner.acquired && owner.attempts == 1 && !owner.taken_over);
+    let claim = req("k", "fp", 10_000.0, None, false);
+    let token = new_token();
+    let check = |o: AcquireOutcome, how: &str| {
+        assert!(o.acquired && o.attempts == 2, "{how}: {o:?}");
+        assert!(o.taken_over, "{how}: answered as a fresh claim: {o:?}");
+        assert_eq!(o.token.as_deref(), Some(token.as_str()), "{how}");
+    };
+    for how in ["the takeover", "the claim script, resent"] {
+        let reply = st
+            .script("acquire", scripts::claim(), "k", claim_args(&claim, &token))
+            .await
+            .unwrap();
+        check(
+            st.claim_script_outcome("acquire", &claim, token.clone(), &reply)
+                .unwrap(),
+            how,
+        );
+    }
+    assert!(st.renew("k".into(), token.clone(), 10_000.0).await.unwrap());
+    let reply = st
+        .script("acquire", scripts::claim(), "k", claim_args(&claim, &token))
+        .await
+        .unwrap();
+    check(
+        st.claim_script_outcome("acquire", &claim, token.clone(), &reply)
+            .unwrap(),
+        "the claim script, resent after a renewal",
+    );
+    let reply = st
+        .command("acquire", &st.claim_command(&claim, &token))
+        .await
+        .unwrap();
+    check(
+        st.claim_command_outcome("acquire", &claim, &token, reply)
+            .unwrap()
+            .expect("SET NX GET alone answers a claim of its own token"),
+        "the whole acquire, resent",
+    );
+    // A claim that was not a takeover stays one when resent.
+    let failed = new_token();
+    let settle = settle_req(
+        "k",
+        &token,
+        None,
+        Some(r#"{"name":"E","message":"m"}"#),
+        None,
+    );
+    assert!(st.settle(FAILED, settle).await.unwrap());
+    for how in ["a claim of a failed record", "the same, resent"] {
+        let reply = st
+            .script(
+                "acquire",
+                scripts::claim(),
+                "k",
+                claim_args(&claim, &failed),
+            )
+            .await
+            .unwrap();
+        let o = st
+            .claim_script_outcome("acquire", &claim, failed.clone(), &reply)
+            .unwrap();
+        assert!(
+            o.acquired && o.attempts == 3 && !o.taken_over,
+            "{how}: {o:?}"
+        );
+    }
+    st.clear(None).await.unwrap();
+}
+
+#[tokio::test]
 async fn resent_acquire_and_settle_recognise_their_own_token() {
     // The connection resends a command once when it drops (connection.rs): a claim or a
     // settle that was applied before its reply was lost must come back as the caller's.

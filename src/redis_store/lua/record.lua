@@ -61,7 +61,7 @@ local function encode(r)
   local f = r.fields
   local out = {'idt2', r.status, r.token, num(r.attempts), ',', num(r.lease_ms), ',', num(r.created), ',',
     num(r.updated), ',', num(r.lease_until), ',', num(r.expires), ',', num(r.duration), ';'}
-  for _, tag in ipairs({'k', 'n', 'f', 'm', 'r', 'e'}) do
+  for _, tag in ipairs({'k', 'n', 'f', 'm', 'r', 'e', 't'}) do
     if f[tag] then out[#out + 1] = put(tag, f[tag]) end
   end
   return table.concat(out)
