@@ -4,8 +4,11 @@
 //! call costs no thread hop and no cross-thread wake-up.
 //!
 //! What it keeps of the Tokio transport's behaviour (connection.rs):
-//! - opened on first use (DNS through libuv's thread pool; AUTH, SELECT and the client's
-//!   name pipelined ahead of the first commands), and again after any failure;
+//! - opened on first use (DNS through libuv's thread pool), and again after any failure;
+//! - nothing of a request is sent before the connection's handshake (AUTH, SELECT, the
+//!   client's name) has been answered: a command pipelined behind a refused AUTH or SELECT
+//!   would run anyway, as the server's default user or on database 0, and leave a claim
+//!   there that nobody settles; a refused handshake fails the requests instead;
 //! - every request (a pipeline of commands) is answered within `connectTimeoutMs +
 //!   commandTimeoutMs` of being made, or fails; when the server stops answering, every
 //!   request on the connection fails and the connection is dropped (a late reply must
@@ -26,6 +29,7 @@ use std::rc::Rc;
 use mio::net::TcpStream;
 use redis::Value;
 
+use super::super::connection::{refused_auth, refused_select, NEEDS_PASSWORD};
 use super::js::CallbackScope;
 use super::resp;
 use super::uv::{self, Handle, Uv};
@@ -59,7 +63,9 @@ struct Request {
     replies: Vec<Value>,
     /// When it fails unanswered (uv_now ms).
     deadline: u64,
-    /// Already sent once, on a connection that dropped.
+    /// Already sent once on a connection that dropped, or waited through a handshake on
+    /// one that dropped: the next drop fails it (a server that keeps dropping the
+    /// connection is an error, not a loop of reconnections).
     resent: bool,
     /// AUTH, SELECT and the client's name: checked here, never resent.
     handshake: bool,
@@ -72,6 +78,8 @@ enum State {
     Idle,
     /// Resolving the host, or connecting.
     Connecting,
+    /// Connected, the handshake sent and not yet answered: requests wait.
+    Handshaking,
     Ready,
 }
 
@@ -183,7 +191,7 @@ impl Conn {
                 self.sent.push_back(request);
                 self.flush();
             }
-            State::Connecting => self.waiting.push_back(request),
+            State::Connecting | State::Handshaking => self.waiting.push_back(request),
             State::Idle => {
                 self.waiting.push_back(request);
                 self.start_connect();
@@ -430,8 +438,14 @@ impl Conn {
         if let Some(s) = &self.socket {
             let _ = s.set_nodelay(true);
         }
-        self.state = State::Ready;
+        self.state = State::Handshaking;
         self.send_handshake();
+        self.flush();
+    }
+
+    /// The handshake was answered OK: what waited goes out.
+    fn handshake_done(&mut self) {
+        self.state = State::Ready;
         while let Some(mut r) = self.waiting.pop_front() {
             self.send_now(&mut r);
             self.sent.push_back(r);
@@ -487,32 +501,43 @@ impl Conn {
         });
     }
 
-    /// The handshake's replies: an AUTH or SELECT refused fails every request (the
-    /// connection is dropped, so the next call tries again, with whatever the server
-    /// accepts by then); the client's name is a courtesy (older servers do not know it).
+    /// The handshake's replies: an AUTH or SELECT refused fails every request, none of
+    /// which was sent (the connection is dropped, so the next call tries again, with
+    /// whatever the server accepts by then); the client's name is a courtesy (older
+    /// servers do not know it, an ACL user may not be allowed it), unless the server
+    /// answers it NOAUTH: it wants a password the URL does not give.
     fn check_handshake(&mut self, replies: &[Value]) -> bool {
         // The replies in the order sent: AUTH (with a password), SELECT (a database other
-        // than 0), then the client's name, whose errors (an older server, an ACL user
-        // without +client|setinfo) do not matter.
+        // than 0), then the client's name.
         let mut replies = replies.iter();
         let mut refused = None;
         if self.settings.password.is_some() {
             if let Some(Value::ServerError(e)) = replies.next() {
-                refused = Some(format!("authentication failed: {e}"));
+                refused = Some(refused_auth(e.details().unwrap_or(e.code())));
             }
         }
         if refused.is_none() && self.settings.db != 0 {
             match replies.next() {
                 Some(Value::ServerError(e)) if e.code() == "NOAUTH" => {
-                    refused = Some(format!("authentication failed: {e}"));
+                    refused = Some(NEEDS_PASSWORD.to_string());
                 }
                 Some(Value::ServerError(e)) => {
-                    refused = Some(format!("the server refused to switch database: {e}"));
+                    refused = Some(refused_select(
+                        self.settings.db,
+                        Some(e.code()),
+                        e.details().unwrap_or_default(),
+                    ));
                 }
                 _ => {}
             }
         }
+        if refused.is_none()
+            && replies.any(|r| matches!(r, Value::ServerError(e) if e.code() == "NOAUTH"))
+        {
+            refused = Some(NEEDS_PASSWORD.to_string());
+        }
         let Some(cause) = refused else {
+            self.handshake_done();
             return true;
         };
         self.fail_all(&cause);
@@ -588,6 +613,7 @@ impl Conn {
     /// The connection broke (the server closed it, a reset, a write that failed): what was
     /// on it is sent once more on a new connection; what was already resent fails.
     fn dropped(&mut self, cause: &str) {
+        let handshaking = self.state == State::Handshaking;
         self.disconnect();
         let mut again = VecDeque::new();
         for mut r in self.sent.drain(..) {
@@ -602,7 +628,16 @@ impl Conn {
                 again.push_back(r);
             }
         }
-        again.append(&mut self.waiting);
+        // Dropped during the handshake: nothing of the waiting requests was sent, but a
+        // server that drops every connection there must not be retried forever.
+        for mut r in self.waiting.drain(..) {
+            if handshaking && r.resent {
+                self.answers.push((r.done, Err(cause.to_string())));
+            } else {
+                r.resent |= handshaking;
+                again.push_back(r);
+            }
+        }
         self.waiting = again;
         if !self.waiting.is_empty() {
             self.start_connect();
@@ -705,7 +740,7 @@ impl Conn {
         if events & uv::READABLE != 0 {
             self.on_readable();
         }
-        if events & uv::WRITABLE != 0 && self.state == State::Ready {
+        if events & uv::WRITABLE != 0 && matches!(self.state, State::Handshaking | State::Ready) {
             self.flush();
         }
     }
