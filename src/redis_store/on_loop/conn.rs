@@ -34,6 +34,13 @@ use super::js::CallbackScope;
 use super::resp;
 use super::uv::{self, Handle, Uv};
 
+/// What the socket is read into at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// The most read in one turn of the event loop.
+const READ_PER_TURN: usize = 4 << 20;
+/// An outgoing buffer larger than this is given back once sent.
+const OUT_KEEP: usize = 1 << 20;
+
 /// A connection, shared by the store and by its libuv handles (each open handle holds a
 /// strong reference, released in its close callback).
 pub type Shared = Rc<RefCell<Conn>>;
@@ -100,7 +107,11 @@ pub struct Conn {
     referenced: bool,
     out: Vec<u8>,
     out_at: usize,
-    inbuf: Vec<u8>,
+    /// Reads the server's replies, trusting nothing in them (see `resp`); a new one for
+    /// each connection, so that what a dropped one held is given back.
+    reader: resp::Reader,
+    /// What the socket is read into (allocated while connected).
+    chunk: Vec<u8>,
     /// Sent, waiting for replies, in the order sent.
     sent: VecDeque<Request>,
     /// Made while not connected: sent once connected.
@@ -142,7 +153,8 @@ impl Conn {
             referenced: false,
             out: Vec::new(),
             out_at: 0,
-            inbuf: Vec::new(),
+            reader: resp::Reader::default(),
+            chunk: Vec::new(),
             sent: VecDeque::new(),
             waiting: VecDeque::new(),
             connect_deadline: 0,
@@ -596,9 +608,12 @@ impl Conn {
     fn disconnect(&mut self) {
         self.unwatch();
         self.state = State::Idle;
-        self.out.clear();
+        // The buffers' memory goes with the connection (a hostile or broken server may have
+        // made them large).
+        self.out = Vec::new();
         self.out_at = 0;
-        self.inbuf.clear();
+        self.reader = resp::Reader::default();
+        self.chunk = Vec::new();
     }
 
     /// Every request failed with `cause`.
@@ -660,44 +675,63 @@ impl Conn {
         if self.out_at == self.out.len() {
             self.out.clear();
             self.out_at = 0;
+            if self.out.capacity() > OUT_KEEP {
+                // A large settle went out: its size is not kept for the connection's life.
+                self.out = Vec::new();
+            }
             self.set_events(uv::READABLE);
         } else {
             self.set_events(uv::READABLE | uv::WRITABLE);
         }
     }
 
+    /// Reads what the server sent, and hands each whole reply to its request. At most
+    /// `READ_PER_TURN` bytes per turn of the loop (the poll is level-triggered: the rest
+    /// is read in the next turn), so that a fast stream of bytes cannot hold the loop.
     fn on_readable(&mut self) {
-        let Some(socket) = self.socket.as_mut() else {
-            return;
-        };
-        let mut chunk = [0u8; 64 * 1024];
-        loop {
-            match socket.read(&mut chunk) {
+        let mut read = 0;
+        while read < READ_PER_TURN {
+            let Some(socket) = self.socket.as_mut() else {
+                return;
+            };
+            if self.chunk.is_empty() {
+                self.chunk = vec![0; READ_CHUNK];
+            }
+            match socket.read(&mut self.chunk) {
                 Ok(0) => return self.dropped("the server closed the connection"),
-                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    read += n;
+                    self.reader.feed(&self.chunk[..n]);
+                    if !self.take_replies() {
+                        return;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return self.dropped(&e.to_string()),
             }
         }
-        let mut at = 0;
+    }
+
+    /// Every whole reply read so far, each to its request. False when the connection
+    /// ended (bytes that are not RESP, or over the reader's limits, end it: what follows
+    /// them can no longer be told apart).
+    fn take_replies(&mut self) -> bool {
         loop {
-            match resp::parse(&self.inbuf[at..]) {
-                Ok(Some((value, n))) => {
-                    at += n;
+            match self.reader.next() {
+                Ok(Some(value)) => {
                     if !self.deliver(value) {
-                        return;
+                        return false;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => return true,
                 Err(e) => {
                     self.fail_all(&format!("unexpected reply from the server: {e}"));
                     self.disconnect();
-                    return;
+                    return false;
                 }
             }
         }
-        self.inbuf.drain(..at);
     }
 
     /// One reply, for the oldest request. False when it ended the connection.
