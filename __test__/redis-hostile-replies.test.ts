@@ -132,6 +132,11 @@ const CASES: Record<string, Hostile> = {
       if (!(await write(socket, piece))) return;
     }
   },
+  // Well-formed, but not what a claim's SET NX GET answers: 20 MB the message must not repeat.
+  'a 20 MB answer of the wrong shape': async (socket) => {
+    const body = Buffer.alloc(20 * MB, 'w');
+    await write(socket, Buffer.concat([Buffer.from(`*1\r\n$${body.length}\r\n`), body, Buffer.from('\r\n')]));
+  },
   'an unknown reply type': async (socket) => {
     await write(socket, '?what\r\n');
   },
@@ -141,7 +146,7 @@ const CASES: Record<string, Hostile> = {
 };
 
 interface Report {
-  outcome: { value?: unknown; name?: string; message?: string };
+  outcome: { value?: unknown; name?: string; message?: string; messageLength?: number };
   runs: number;
   maxGapMs: number;
   rssBefore: number;
@@ -179,6 +184,8 @@ describe.each(['loop', 'tokio'] as const)('RedisStore (%s transport) against a h
     try {
       const r = await callThrough(url, transport);
       expect(r.outcome.name).toBe('StoreError');
+      // It says what was wrong in a few lines, however much the server sent.
+      expect(r.outcome.messageLength).toBeLessThan(1000);
       expect(r.runs).toBe(0);
       // "No stall", not a benchmark: the loop kept turning while the bytes arrived.
       expect(r.maxGapMs).toBeLessThan(250);
