@@ -391,6 +391,16 @@ impl Conn {
             )
         } else if e.is_connection_refusal() {
             format!("connection refused, is the server running? ({e})")
+        } else if e.to_string().contains("refused to switch database") {
+            let db = self.target.info.redis_settings().db();
+            refused_select(db, e.code(), e.detail().unwrap_or_default())
+        } else if e.kind() == ErrorKind::AuthenticationFailed {
+            refused_auth(
+                e.detail()
+                    .unwrap_or("the server refused the user name or password"),
+            )
+        } else if e.code() == Some("NOAUTH") {
+            NEEDS_PASSWORD.to_string()
         } else if e.code() == Some("ERR") && too_old(e.detail().unwrap_or_default()) {
             format!("{e}{NEEDS}")
         } else {
@@ -461,6 +471,37 @@ fn stuck(e: &RedisError) -> bool {
 fn resendable(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
+
+/// A connection's handshake refused its SELECT (`code` and `detail` of the error reply, when
+/// known): what was refused and what to do. No command of a call is sent before the
+/// handshake is answered (both transports), so a refusal leaves nothing on the server.
+pub fn refused_select(db: i64, code: Option<&str>, detail: &str) -> String {
+    if code == Some("NOPERM") || detail.contains("no permissions") {
+        format!(
+            "the server refused SELECT {db} (NOPERM: {detail}); no command was sent: grant the \
+             URL's user +select (ACL SETUSER <user> +select), or use database 0 (drop /{db} \
+             from the URL)"
+        )
+    } else {
+        format!(
+            "the server refused SELECT {db} ({detail}); no command was sent: use a database \
+             the server has (its `databases` setting, 16 by default: /0 to /15)"
+        )
+    }
+}
+
+/// A connection's handshake refused its AUTH: what to do.
+pub fn refused_auth(detail: &str) -> String {
+    format!(
+        "authentication failed ({detail}); no command was sent: check the user name and \
+         password in the URL (redis://user:password@host:port)"
+    )
+}
+
+/// The server wants a password the URL does not give.
+pub const NEEDS_PASSWORD: &str = "the server needs a password (NOAUTH); no command was sent: \
+     give it in the URL, as redis://:password@host:port (or redis://user:password@host:port \
+     for an ACL user)";
 
 /// What the store needs of the server, said when an older one refuses a command.
 const NEEDS: &str = "; RedisStore needs Redis 7.0 or newer, or Valkey 7.2 or newer \

@@ -124,7 +124,7 @@ impl Inner {
                     .await
             })
             .await?;
-        let nodes = text(&reply).ok_or_else(|| self.malformed(what, format!("{reply:?}")))?;
+        let nodes = text(&reply).ok_or_else(|| self.malformed(what, format_args!("{reply:?}")))?;
         let primaries: Vec<Option<NodeAddr>> = nodes
             .lines()
             .filter_map(|line| {

@@ -132,6 +132,36 @@ impl Drop for NativeRedisStore {
     }
 }
 
+/// The most of a reply a message shows.
+const SHOWN: usize = 300;
+
+/// `detail` as text, at most `SHOWN` bytes of it (formatting stops there).
+fn cut(detail: impl std::fmt::Display) -> String {
+    struct Limited(String, bool);
+    impl std::fmt::Write for Limited {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = SHOWN - self.0.len();
+            if s.len() <= room {
+                self.0.push_str(s);
+                return Ok(());
+            }
+            let mut end = room;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.0.push_str(&s[..end]);
+            self.1 = true;
+            Err(std::fmt::Error)
+        }
+    }
+    let mut out = Limited(String::new(), false);
+    let _ = std::fmt::write(&mut out, format_args!("{detail}"));
+    if out.1 {
+        out.0.push_str("... (cut)");
+    }
+    out.0
+}
+
 pub(super) fn ms_arg(ms: f64) -> i64 {
     whole_ms(ms).min(MAX_MS)
 }
@@ -247,10 +277,14 @@ impl Inner {
         format!("{}{key}", self.prefix)
     }
 
+    /// A reply the store cannot read. `detail` is cut to a few hundred characters (and
+    /// formatted no further): a hostile or broken server's reply can be megabytes, which
+    /// a message must not repeat. Pass a reply as `format_args!("{reply:?}")`.
     fn malformed(&self, what: &str, detail: impl std::fmt::Display) -> StoreFailure {
-        self.conn
-            .target
-            .failure(what, format!("unexpected reply from the server: {detail}"))
+        self.conn.target.failure(
+            what,
+            format!("unexpected reply from the server: {}", cut(detail)),
+        )
     }
 
     /// The failure an error reply stands for.
@@ -317,7 +351,7 @@ impl Inner {
             }
             v if wrong_type(&v) => Ok(None),
             Value::ServerError(e) => Err(self.server_failure(what, &e)),
-            other => Err(self.malformed(what, format!("{other:?}"))),
+            other => Err(self.malformed(what, format_args!("{other:?}"))),
         }
     }
 
@@ -330,7 +364,7 @@ impl Inner {
         reply: &Value,
     ) -> StoreResult<AcquireOutcome> {
         let Value::Array(items) = reply else {
-            return Err(self.malformed(what, format!("{reply:?}")));
+            return Err(self.malformed(what, format_args!("{reply:?}")));
         };
         match items.as_slice() {
             [flag, attempts, taken_over] if int(flag) == Some(1) => Ok(claimed(
@@ -347,7 +381,7 @@ impl Inner {
                 record.key.clone_from(&req.key);
                 Ok(refused_by(record))
             }
-            _ => Err(self.malformed(what, format!("{reply:?}"))),
+            _ => Err(self.malformed(what, format_args!("{reply:?}"))),
         }
     }
 
@@ -420,7 +454,7 @@ impl Inner {
     fn flag(&self, what: &str, reply: &Value) -> StoreResult<bool> {
         match int(reply) {
             Some(n) => Ok(n == 1),
-            None => Err(self.malformed(what, format!("{reply:?}"))),
+            None => Err(self.malformed(what, format_args!("{reply:?}"))),
         }
     }
 
@@ -458,9 +492,9 @@ impl Inner {
             })
             .await?;
         let [time, value, expiry] = replies.as_slice() else {
-            return Err(self.malformed(WHAT, format!("{replies:?}")));
+            return Err(self.malformed(WHAT, format_args!("{replies:?}")));
         };
-        let now = server_ms(time).ok_or_else(|| self.malformed(WHAT, format!("{time:?}")))?;
+        let now = server_ms(time).ok_or_else(|| self.malformed(WHAT, format_args!("{time:?}")))?;
         let record = match value {
             Value::Nil => return Ok(None),
             Value::BulkString(v) => {
@@ -475,7 +509,7 @@ impl Inner {
                 None => return Ok(None),
             },
             Value::ServerError(e) => return Err(self.server_failure(WHAT, e)),
-            other => return Err(self.malformed(WHAT, format!("{other:?}"))),
+            other => return Err(self.malformed(WHAT, format_args!("{other:?}"))),
         };
         Ok((!record.expired(now)).then(|| record.into()))
     }
@@ -508,7 +542,7 @@ impl Inner {
                 redis::cmd("TIME").query_async(&mut c).await
             })
             .await?;
-        server_ms(&reply).ok_or_else(|| self.malformed(what, format!("{reply:?}")))
+        server_ms(&reply).ok_or_else(|| self.malformed(what, format_args!("{reply:?}")))
     }
 }
 

@@ -2182,3 +2182,15 @@ async fn a_read_never_replays_a_record_past_its_ttl() {
         "the claim above holds the key now"
     );
 }
+
+#[test]
+fn a_message_shows_a_few_hundred_characters_of_a_reply_however_large() {
+    let huge = Value::Array(vec![Value::BulkString(vec![b'w'; 20 << 20])]);
+    let shown = cut(format_args!("{huge:?}"));
+    assert!(shown.len() <= SHOWN + 16, "{}", shown.len());
+    assert!(shown.ends_with("... (cut)"));
+    assert_eq!(cut("short"), "short");
+    // Never cut inside a character.
+    let shown = cut("é".repeat(1000));
+    assert!(shown.starts_with("éé") && shown.ends_with("... (cut)"));
+}

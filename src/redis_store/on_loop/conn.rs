@@ -4,8 +4,11 @@
 //! call costs no thread hop and no cross-thread wake-up.
 //!
 //! What it keeps of the Tokio transport's behaviour (connection.rs):
-//! - opened on first use (DNS through libuv's thread pool; AUTH, SELECT and the client's
-//!   name pipelined ahead of the first commands), and again after any failure;
+//! - opened on first use (DNS through libuv's thread pool), and again after any failure;
+//! - nothing of a request is sent before the connection's handshake (AUTH, SELECT, the
+//!   client's name) has been answered: a command pipelined behind a refused AUTH or SELECT
+//!   would run anyway, as the server's default user or on database 0, and leave a claim
+//!   there that nobody settles; a refused handshake fails the requests instead;
 //! - every request (a pipeline of commands) is answered within `connectTimeoutMs +
 //!   commandTimeoutMs` of being made, or fails; when the server stops answering, every
 //!   request on the connection fails and the connection is dropped (a late reply must
@@ -26,9 +29,17 @@ use std::rc::Rc;
 use mio::net::TcpStream;
 use redis::Value;
 
+use super::super::connection::{refused_auth, refused_select, NEEDS_PASSWORD};
 use super::js::CallbackScope;
 use super::resp;
 use super::uv::{self, Handle, Uv};
+
+/// What the socket is read into at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// The most read in one turn of the event loop.
+const READ_PER_TURN: usize = 4 << 20;
+/// An outgoing buffer larger than this is given back once sent.
+const OUT_KEEP: usize = 1 << 20;
 
 /// A connection, shared by the store and by its libuv handles (each open handle holds a
 /// strong reference, released in its close callback).
@@ -59,7 +70,9 @@ struct Request {
     replies: Vec<Value>,
     /// When it fails unanswered (uv_now ms).
     deadline: u64,
-    /// Already sent once, on a connection that dropped.
+    /// Already sent once on a connection that dropped, or waited through a handshake on
+    /// one that dropped: the next drop fails it (a server that keeps dropping the
+    /// connection is an error, not a loop of reconnections).
     resent: bool,
     /// AUTH, SELECT and the client's name: checked here, never resent.
     handshake: bool,
@@ -72,6 +85,8 @@ enum State {
     Idle,
     /// Resolving the host, or connecting.
     Connecting,
+    /// Connected, the handshake sent and not yet answered: requests wait.
+    Handshaking,
     Ready,
 }
 
@@ -92,7 +107,11 @@ pub struct Conn {
     referenced: bool,
     out: Vec<u8>,
     out_at: usize,
-    inbuf: Vec<u8>,
+    /// Reads the server's replies, trusting nothing in them (see `resp`); a new one for
+    /// each connection, so that what a dropped one held is given back.
+    reader: resp::Reader,
+    /// What the socket is read into (allocated while connected).
+    chunk: Vec<u8>,
     /// Sent, waiting for replies, in the order sent.
     sent: VecDeque<Request>,
     /// Made while not connected: sent once connected.
@@ -134,7 +153,8 @@ impl Conn {
             referenced: false,
             out: Vec::new(),
             out_at: 0,
-            inbuf: Vec::new(),
+            reader: resp::Reader::default(),
+            chunk: Vec::new(),
             sent: VecDeque::new(),
             waiting: VecDeque::new(),
             connect_deadline: 0,
@@ -183,7 +203,7 @@ impl Conn {
                 self.sent.push_back(request);
                 self.flush();
             }
-            State::Connecting => self.waiting.push_back(request),
+            State::Connecting | State::Handshaking => self.waiting.push_back(request),
             State::Idle => {
                 self.waiting.push_back(request);
                 self.start_connect();
@@ -430,8 +450,14 @@ impl Conn {
         if let Some(s) = &self.socket {
             let _ = s.set_nodelay(true);
         }
-        self.state = State::Ready;
+        self.state = State::Handshaking;
         self.send_handshake();
+        self.flush();
+    }
+
+    /// The handshake was answered OK: what waited goes out.
+    fn handshake_done(&mut self) {
+        self.state = State::Ready;
         while let Some(mut r) = self.waiting.pop_front() {
             self.send_now(&mut r);
             self.sent.push_back(r);
@@ -487,32 +513,43 @@ impl Conn {
         });
     }
 
-    /// The handshake's replies: an AUTH or SELECT refused fails every request (the
-    /// connection is dropped, so the next call tries again, with whatever the server
-    /// accepts by then); the client's name is a courtesy (older servers do not know it).
+    /// The handshake's replies: an AUTH or SELECT refused fails every request, none of
+    /// which was sent (the connection is dropped, so the next call tries again, with
+    /// whatever the server accepts by then); the client's name is a courtesy (older
+    /// servers do not know it, an ACL user may not be allowed it), unless the server
+    /// answers it NOAUTH: it wants a password the URL does not give.
     fn check_handshake(&mut self, replies: &[Value]) -> bool {
         // The replies in the order sent: AUTH (with a password), SELECT (a database other
-        // than 0), then the client's name, whose errors (an older server, an ACL user
-        // without +client|setinfo) do not matter.
+        // than 0), then the client's name.
         let mut replies = replies.iter();
         let mut refused = None;
         if self.settings.password.is_some() {
             if let Some(Value::ServerError(e)) = replies.next() {
-                refused = Some(format!("authentication failed: {e}"));
+                refused = Some(refused_auth(e.details().unwrap_or(e.code())));
             }
         }
         if refused.is_none() && self.settings.db != 0 {
             match replies.next() {
                 Some(Value::ServerError(e)) if e.code() == "NOAUTH" => {
-                    refused = Some(format!("authentication failed: {e}"));
+                    refused = Some(NEEDS_PASSWORD.to_string());
                 }
                 Some(Value::ServerError(e)) => {
-                    refused = Some(format!("the server refused to switch database: {e}"));
+                    refused = Some(refused_select(
+                        self.settings.db,
+                        Some(e.code()),
+                        e.details().unwrap_or_default(),
+                    ));
                 }
                 _ => {}
             }
         }
+        if refused.is_none()
+            && replies.any(|r| matches!(r, Value::ServerError(e) if e.code() == "NOAUTH"))
+        {
+            refused = Some(NEEDS_PASSWORD.to_string());
+        }
         let Some(cause) = refused else {
+            self.handshake_done();
             return true;
         };
         self.fail_all(&cause);
@@ -571,9 +608,12 @@ impl Conn {
     fn disconnect(&mut self) {
         self.unwatch();
         self.state = State::Idle;
-        self.out.clear();
+        // The buffers' memory goes with the connection (a hostile or broken server may have
+        // made them large).
+        self.out = Vec::new();
         self.out_at = 0;
-        self.inbuf.clear();
+        self.reader = resp::Reader::default();
+        self.chunk = Vec::new();
     }
 
     /// Every request failed with `cause`.
@@ -588,6 +628,7 @@ impl Conn {
     /// The connection broke (the server closed it, a reset, a write that failed): what was
     /// on it is sent once more on a new connection; what was already resent fails.
     fn dropped(&mut self, cause: &str) {
+        let handshaking = self.state == State::Handshaking;
         self.disconnect();
         let mut again = VecDeque::new();
         for mut r in self.sent.drain(..) {
@@ -602,7 +643,16 @@ impl Conn {
                 again.push_back(r);
             }
         }
-        again.append(&mut self.waiting);
+        // Dropped during the handshake: nothing of the waiting requests was sent, but a
+        // server that drops every connection there must not be retried forever.
+        for mut r in self.waiting.drain(..) {
+            if handshaking && r.resent {
+                self.answers.push((r.done, Err(cause.to_string())));
+            } else {
+                r.resent |= handshaking;
+                again.push_back(r);
+            }
+        }
         self.waiting = again;
         if !self.waiting.is_empty() {
             self.start_connect();
@@ -625,44 +675,63 @@ impl Conn {
         if self.out_at == self.out.len() {
             self.out.clear();
             self.out_at = 0;
+            if self.out.capacity() > OUT_KEEP {
+                // A large settle went out: its size is not kept for the connection's life.
+                self.out = Vec::new();
+            }
             self.set_events(uv::READABLE);
         } else {
             self.set_events(uv::READABLE | uv::WRITABLE);
         }
     }
 
+    /// Reads what the server sent, and hands each whole reply to its request. At most
+    /// `READ_PER_TURN` bytes per turn of the loop (the poll is level-triggered: the rest
+    /// is read in the next turn), so that a fast stream of bytes cannot hold the loop.
     fn on_readable(&mut self) {
-        let Some(socket) = self.socket.as_mut() else {
-            return;
-        };
-        let mut chunk = [0u8; 64 * 1024];
-        loop {
-            match socket.read(&mut chunk) {
+        let mut read = 0;
+        while read < READ_PER_TURN {
+            let Some(socket) = self.socket.as_mut() else {
+                return;
+            };
+            if self.chunk.is_empty() {
+                self.chunk = vec![0; READ_CHUNK];
+            }
+            match socket.read(&mut self.chunk) {
                 Ok(0) => return self.dropped("the server closed the connection"),
-                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    read += n;
+                    self.reader.feed(&self.chunk[..n]);
+                    if !self.take_replies() {
+                        return;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return self.dropped(&e.to_string()),
             }
         }
-        let mut at = 0;
+    }
+
+    /// Every whole reply read so far, each to its request. False when the connection
+    /// ended (bytes that are not RESP, or over the reader's limits, end it: what follows
+    /// them can no longer be told apart).
+    fn take_replies(&mut self) -> bool {
         loop {
-            match resp::parse(&self.inbuf[at..]) {
-                Ok(Some((value, n))) => {
-                    at += n;
+            match self.reader.next() {
+                Ok(Some(value)) => {
                     if !self.deliver(value) {
-                        return;
+                        return false;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => return true,
                 Err(e) => {
                     self.fail_all(&format!("unexpected reply from the server: {e}"));
                     self.disconnect();
-                    return;
+                    return false;
                 }
             }
         }
-        self.inbuf.drain(..at);
     }
 
     /// One reply, for the oldest request. False when it ended the connection.
@@ -705,7 +774,7 @@ impl Conn {
         if events & uv::READABLE != 0 {
             self.on_readable();
         }
-        if events & uv::WRITABLE != 0 && self.state == State::Ready {
+        if events & uv::WRITABLE != 0 && matches!(self.state, State::Handshaking | State::Ready) {
             self.flush();
         }
     }
