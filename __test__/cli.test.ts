@@ -153,9 +153,19 @@ describe('idempotent-tools CLI', () => {
     await store.close();
     const released = await cli('--db', path, 'release', '--key', 'stuck');
     expect(released.code).toBe(0);
+    expect(released.stdout).toContain('takes it over (attempt 2)');
+    // A claim nobody holds: pending, its lease run out (the next call takes it over).
     const after = JSON.parse((await cli('--db', path, 'inspect', '--key', 'stuck', '--json')).stdout);
-    expect(after.status).toBe('failed');
+    expect(after.status).toBe('pending');
+    expect(after.leaseExpiresAt).toBeLessThanOrEqual(Date.now());
+    expect((await cli('--db', path, 'inspect', '--key', 'stuck')).stdout).toMatch(/lease until .*ran out \d+s ago \(the next call takes it over\)/);
+    // Released again, without reconcile: failed.
+    const failed = await cli('--db', path, 'release', '--key', 'stuck', '--no-reconcile');
+    expect(failed.code).toBe(0);
+    expect(failed.stdout).toContain('as failed: the next call with this key runs the function again (attempt 2) without asking reconcile');
+    expect(JSON.parse((await cli('--db', path, 'inspect', '--key', 'stuck', '--json')).stdout).status).toBe('failed');
     expect((await cli('--db', path, 'release', '--key', 'stuck')).code).toBe(1); // not pending any more
+    expect((await cli('--db', path, 'inspect', '--no-reconcile')).code).toBe(2); // a flag of release only
     const pruned = await cli('--db', path, 'prune', '--json');
     expect(pruned.code).toBe(0);
     // Opening the store (release, above) deleted the expired record already; the dead

@@ -116,7 +116,7 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     await expect.poll(() => stuck.locator('td.lease').textContent()).toMatch(/alive, \d+m left/);
   });
 
-  it('releases a stuck record behind a confirmation, and it leaves the pending list', async () => {
+  it('releases a stuck record behind a confirmation: a claim nobody holds, which the next call takes over (and asks reconcile)', async () => {
     await page.goto(url);
     await page.locator('#filters select[name=since]').selectOption('');
     await page.fill('#filters input[name=key]', 'refund-t7-');
@@ -135,12 +135,16 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     await expect.poll(rowKeys).toEqual(['refund-t7-stuck']);
 
     await release.click();
+    expect(await page.textContent('#confirm-text')).toContain('asks its reconcile option');
     await page.click('#confirm-ok');
-    await expect.poll(rowKeys).toEqual([]);
+    // Still pending, its lease run out: the next call takes it over.
+    await expect.poll(() => page.locator('tr[data-key="refund-t7-stuck"] td.lease').textContent()).toMatch(/^stuck: ran out \d+s ago$/);
 
     const store = new lib.SqliteStore({ path: db });
     try {
-      expect((await store.get('refund-t7-stuck'))?.status).toBe('failed');
+      const released = await store.get('refund-t7-stuck');
+      expect(released?.status).toBe('pending');
+      expect(released!.leaseExpiresAt!).toBeLessThanOrEqual(Date.now());
       expect((await store.get('refund-t77'))?.status).toBe('pending'); // another thread's record is untouched
     } finally {
       await store.close();

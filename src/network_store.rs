@@ -49,9 +49,17 @@ macro_rules! network_store_methods {
                     .await
             }
 
+            /// Frees a stuck pending record; `reconcile` (default true) leaves it a claim
+            /// nobody holds, for a takeover that asks `reconcile`, false makes it `failed`.
             #[napi]
-            pub async fn release(&self, key: String) -> napi::Result<bool> {
-                self.with(|s| async move { s.release(key).await }).await
+            pub async fn release(
+                &self,
+                key: String,
+                reconcile: Option<bool>,
+            ) -> napi::Result<bool> {
+                let reconcile = reconcile.unwrap_or(true);
+                self.with(|s| async move { s.release(key, reconcile).await })
+                    .await
             }
 
             #[napi]

@@ -309,6 +309,69 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(await store.complete({ key, token: taker.token, resultJson: '"again"' }), false);
     }));
 
+    it('release (reconcile, the default): the stuck claim is taken over by the next call, which asks reconcile; the old owner is fenced', withStore(async (store) => {
+      if (store.release === undefined) return; // optional: a store without release passes
+      const charges: string[] = []; // the provider's record of what happened
+      const stuck = gate();
+      const asked: number[] = [];
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string) {
+        runs++;
+        charges.push(order);
+        if (runs === 1) await stuck.promise; // the owner hangs after its side effect
+        return `charged ${order}`;
+      }, {
+        store,
+        leaseMs: ms(60_000), // stuck for a minute unless released
+        reconcile: async ({ args, attempts }) => {
+          asked.push(attempts);
+          return charges.includes(args[0]) ? { happened: true, result: `found ${args[0]}` } : { happened: false };
+        },
+      });
+      const first = charge('o-r1');
+      const key = charge.keyFor('o-r1');
+      await waitUntilPending(store, key);
+      await assert.rejects(charge('o-r1'), DuplicateInFlightError, 'held until released');
+      assert.equal(await store.release(key), true);
+      const released = await store.get(key);
+      assert.equal(released?.status, 'pending', 'still pending: a claim nobody holds');
+      assert.equal(await charge('o-r1'), 'found o-r1', 'the next call asks reconcile, which finds the charge');
+      assert.deepEqual(asked, [2]);
+      assert.equal(runs, 1, 'fn did not run again');
+      const record = await store.get(key);
+      assert.deepEqual([record?.status, record?.attempts, record?.result], ['completed', 2, 'found o-r1']);
+      stuck.open();
+      await assert.rejects(first, (err: Error) => (err as LeaseLostError).code === 'LEASE_LOST', 'the old owner is fenced');
+      assert.equal((await store.get(key))?.result, 'found o-r1');
+      assert.equal(await store.release(key), false, 'a completed record is not released');
+      assert.equal(await store.release('conformance-no-such-key'), false);
+    }));
+
+    it('release with { reconcile: false }: the record becomes failed and the next call runs fn without asking reconcile', withStore(async (store) => {
+      if (store.release === undefined) return; // optional: a store without release passes
+      const stuck = gate();
+      let asked = 0;
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string) {
+        const mine = ++runs;
+        if (mine === 1) await stuck.promise;
+        return `${order}:${mine}`;
+      }, { store, leaseMs: ms(60_000), reconcile: async () => (asked++, { happened: false }) });
+      const first = charge('o-r2');
+      const key = charge.keyFor('o-r2');
+      await waitUntilPending(store, key);
+      assert.equal(await store.release(key, { reconcile: false }), true);
+      const released = await store.get(key);
+      assert.equal(released?.status, 'failed');
+      assert.equal(released?.error?.name, 'Released');
+      assert.equal(await charge('o-r2'), 'o-r2:2');
+      assert.equal(asked, 0);
+      assert.equal((await store.get(key))?.attempts, 2);
+      stuck.open();
+      await assert.rejects(first, (err: Error) => (err as LeaseLostError).code === 'LEASE_LOST');
+      assert.equal((await store.get(key))?.result, 'o-r2:2');
+    }));
+
     it('a live owner keeps its lease by renewal while fn outlasts leaseMs', withStore(async (store) => {
       let runs = 0;
       const release = gate();

@@ -413,13 +413,13 @@ impl Inner {
         Ok(row.get(0))
     }
 
-    async fn release(&self, key: String) -> StoreResult<bool> {
+    async fn release(&self, key: String, reconcile: bool) -> StoreResult<bool> {
         check_text("key", &key)?;
         let row = self
             .pool
             .run("PostgreSQL release failed", |s| {
                 let key = &key;
-                async move { s.client.query_one(&s.st.release, &[key]).await }
+                async move { s.client.query_one(&s.st.release, &[key, &reconcile]).await }
             })
             .await?;
         Ok(row.get(0))

@@ -431,9 +431,15 @@ impl Inner {
             .await
     }
 
-    async fn release(&self, key: String) -> StoreResult<bool> {
-        self.flag_script("Redis release failed", scripts::release(), &key, vec![])
-            .await
+    async fn release(&self, key: String, reconcile: bool) -> StoreResult<bool> {
+        let mode = if reconcile { b"1" } else { b"0" };
+        self.flag_script(
+            "Redis release failed",
+            scripts::release(),
+            &key,
+            vec![mode.to_vec()],
+        )
+        .await
     }
 
     async fn get(&self, key: String) -> StoreResult<Option<NativeRecord>> {

@@ -313,11 +313,18 @@ impl NativeSqliteStore {
         })
     }
 
+    /// Frees a stuck pending record (see `queries::release`); `reconcile` defaults to true.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self, env: &'env Env, key: String) -> Result<Object<'env>> {
+    pub fn release<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        reconcile: Option<bool>,
+    ) -> Result<Object<'env>> {
         let scope = self.inner.scope.clone();
+        let reconcile = reconcile.unwrap_or(true);
         self.write(env, move |conn| {
-            queries::release(conn, &scope, &key, now_ms())
+            queries::release(conn, &scope, &key, now_ms(), reconcile)
         })
     }
 

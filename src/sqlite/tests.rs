@@ -208,6 +208,39 @@ fn settle_needs_the_current_token() {
 }
 
 #[test]
+fn release_for_reconcile_leaves_a_dead_claim_and_release_without_fails_it() {
+    let path = temp_path("release.db");
+    let conn = open_store(&path);
+    let project = Scope::Project(String::new());
+    for (key, reconcile) in [("a", true), ("b", false)] {
+        let old = queries::acquire(&conn, "", &request(key, "fp"), &Now::current())
+            .unwrap()
+            .token
+            .unwrap();
+        let now = Now::current();
+        assert!(queries::release(&conn, &project, key, now.wall, reconcile).unwrap());
+        let r = queries::read(&conn, &project, key).unwrap().unwrap();
+        assert_eq!(r.status, if reconcile { "pending" } else { FAILED });
+        assert!(!r.lease_alive(&Now::current()), "nobody holds it");
+        assert_eq!(r.error.is_some(), !reconcile);
+        // The old owner is fenced.
+        assert!(!queries::renew(&conn, "", key, &old, 60_000.0, &Now::current()).unwrap());
+        assert!(!queries::settle(
+            &conn,
+            "",
+            &completion(key, &old, "1", None),
+            &Now::current()
+        )
+        .unwrap());
+        // Reconcile: a takeover (reconcile is asked); without: a new attempt after a failure.
+        let next = queries::acquire(&conn, "", &request(key, "fp"), &Now::current()).unwrap();
+        assert!(next.acquired);
+        assert_eq!((next.attempts, next.taken_over), (2, reconcile));
+        assert!(!queries::release(&conn, &project, "nothing", now.wall, reconcile).unwrap());
+    }
+}
+
+#[test]
 fn projects_sharing_a_file_never_meet() {
     let path = temp_path("shared.db");
     let conn = open_store(&path);

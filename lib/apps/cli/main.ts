@@ -20,7 +20,11 @@ Commands:
   inspect --follow        print calls as they settle, until Ctrl-C
   clear                   delete all records (asks first, unless --yes)
   clear --key K           delete one record
-  release --key K         free a stuck pending record, so the next call runs again
+  release --key K         free a stuck pending record: the next call takes it over as a
+                          dead owner's claim, asks its reconcile option (if it has one)
+                          whether the side effect happened, and runs again only if not
+  release --key K --no-reconcile
+                          free it as failed: the next call runs again without asking
                           (check first that its side effect did not happen)
   prune                   delete expired records
   stats                   counts by status, the oldest pending record, store size
@@ -92,6 +96,7 @@ function parse(argv: string[]) {
         since: { type: 'string' },
         limit: { type: 'string' },
         follow: { type: 'boolean' },
+        'no-reconcile': { type: 'boolean' },
         port: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         help: { type: 'boolean', short: 'h' },
@@ -134,6 +139,7 @@ function parse(argv: string[]) {
   if (values.cluster && values.redis === undefined) throw new UsageError('--cluster goes with --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
   if (command === 'release' && values.key === undefined) throw new UsageError('release needs --key K');
+  if (values['no-reconcile'] && command !== 'release') throw new UsageError('--no-reconcile goes with release');
   if ((command === 'prune' || command === 'stats' || command === 'migrate') && values.key !== undefined) {
     throw new UsageError(`${command} does not take --key`);
   }
@@ -229,6 +235,19 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
   return { store, where: store.path, retention, project: { name: project, path: store.path, otherProjects } };
 }
 
+/** What `release` did, and what the next call with the key will do. */
+function releasedMessage(key: string, attempts: number, reconcile: boolean): string {
+  const fenced = 'If its old owner is still running, its result will be refused.';
+  if (!reconcile) {
+    return `Released ${t(key)} as failed: the next call with this key runs the function again (attempt ${attempts + 1}) without asking reconcile. ${fenced}`;
+  }
+  return (
+    `Released ${t(key)}: nobody holds its claim now. The next call with this key takes it over (attempt ${attempts + 1}) as it takes ` +
+    "over a dead owner's claim: it asks the function's reconcile option whether the side effect happened, and records that " +
+    `result instead of running; without reconcile (or when it answers no) the function runs again. ${fenced}`
+  );
+}
+
 async function confirm(question: string): Promise<boolean> {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
   try {
@@ -283,13 +302,15 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         return;
       }
       case 'release': {
-        key = (await recordByKey(store, where, key!)).key;
-        if (!(await store.release!(key))) {
+        const before = await recordByKey(store, where, key!);
+        key = before.key;
+        const reconcile = values['no-reconcile'] !== true;
+        if (!(await store.release!(key, { reconcile }))) {
           const r = await store.get(key!);
           if (r === null) throw missing();
           throw new Refusal(`the record ${t(key)} is ${r.status}, not pending: there is nothing to release`);
         }
-        out(json ? JSON.stringify({ released: key }) : `Released ${t(key)}: the next call with this key runs again.`);
+        out(json ? JSON.stringify({ released: key, reconcile }) : releasedMessage(key, before.attempts, reconcile));
         return;
       }
       case 'prune': {

@@ -178,16 +178,21 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       }
       case 'POST /api/release':
       case 'POST /api/clear': {
-        const { key } = await body(req);
+        const { key, reconcile } = await body(req);
         if (typeof key !== 'string' || key === '') throw new HttpError(400, 'give the whole key: {"key": "..."}');
+        if (reconcile !== undefined && typeof reconcile !== 'boolean') {
+          throw new HttpError(400, 'reconcile must be true (the default: the next call takes the claim over and asks reconcile) or false (the record becomes failed)');
+        }
         // Only a whole key here: a page's button always knows it, and a prefix must never
         // release or delete a record that the person did not see.
         const found = await findByKey(store, key);
         if (!('found' in found) || found.found.key !== key) throw new HttpError(404, `no record with key ${key}`);
         if (url.pathname === '/api/clear') return { deleted: await store.clear(key) };
         if (store.release === undefined) throw new HttpError(501, 'this store cannot release records');
-        if (!(await store.release(key))) throw new HttpError(409, `the record ${key} is ${found.found.status}, not pending: there is nothing to release`);
-        return { released: key };
+        if (!(await store.release(key, { reconcile: reconcile ?? true }))) {
+          throw new HttpError(409, `the record ${key} is ${found.found.status}, not pending: there is nothing to release`);
+        }
+        return { released: key, reconcile: reconcile ?? true };
       }
       default:
         throw new HttpError(404, `no such endpoint: ${route}`);

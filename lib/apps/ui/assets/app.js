@@ -77,10 +77,10 @@ function confirmAction(text, detail) {
 
 async function act(kind, r) {
   const text = kind === 'release'
-    ? `Release the pending record of "${r.name}"? The next call with this key runs it again.`
+    ? `Release the pending record of "${r.name}"? The next call with this key takes it over and asks its reconcile option whether the side effect happened; without reconcile, it runs again.`
     : `Delete the record of "${r.name}"? The next call with this key runs it again.`;
   const detail = kind === 'release'
-    ? `Check first that its side effect did not happen. Key: ${r.key}`
+    ? `If its owner is still running, its result will be refused. Key: ${r.key}`
     : `Key: ${r.key}`;
   if (!(await confirmAction(text, detail))) return;
   let failure = '';
