@@ -18,6 +18,9 @@ export interface RunningCall {
   leaseMs: number;
   /** The call's `maxResultBytes`, which its steps' results are held to (default: the default limit). */
   maxResultBytes?: number;
+  /** The keys of the steps this run of the call ran or replayed (nested steps too): once
+   * the call completes with `ttlMs`, they expire with it (see step.ts). */
+  steps?: Set<string>;
 }
 
 export const running = new AsyncLocalStorage<RunningCall>();

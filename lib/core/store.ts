@@ -166,6 +166,16 @@ export interface Store {
    * `failed`, and the next call runs `fn` without asking.
    */
   release?(key: string, options?: ReleaseOptions): Promise<boolean>;
+  /**
+   * Optional (steps' expiry): gives the settled (`completed` or `failed`) records among
+   * `keys` the expiry `expiresAt` (epoch ms, on the store's clock, as records' times are);
+   * a pending record is left alone (it never expires while unresolved), and so is a key
+   * without a record. Returns how many records changed. The wrapper calls it once a call
+   * with `ttlMs` has completed, with the keys of the steps that call ran or replayed and
+   * the call record's own `expiresAt`, so that its steps expire with it. Without it, step
+   * records are kept until cleared.
+   */
+  expireSettled?(keys: string[], expiresAt: number): Promise<number>;
   /** Optional (CLI `prune`): deletes expired records; returns how many. */
   prune?(): Promise<number>;
   /** Optional (CLI `stats`). */

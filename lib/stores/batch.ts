@@ -94,6 +94,7 @@ export function batched(store: BatchingNativeStore, maxInFlight = Infinity): Nat
     renew: (key, token, leaseMs) => store.renew(key, token, leaseMs),
     fail: (r) => store.fail(r),
     release: (key, reconcile) => store.release(key, reconcile),
+    expireSettled: (keys, expiresAt) => store.expireSettled(keys, expiresAt),
     clear: (key) => store.clear(key),
     prune: () => store.prune(),
     get: (key) => store.get(key),

@@ -20,9 +20,10 @@
 import assert from 'node:assert/strict';
 
 import { currentKey } from '../core/call-context.js';
+import { step } from '../core/step.js';
 import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type LeaseLostError } from '../core/errors.js';
 import { idempotent } from '../core/idempotent.js';
-import type { Store } from '../core/store.js';
+import type { IdempotencyRecord, Store } from '../core/store.js';
 
 
 type Body = () => Promise<void>;
@@ -166,6 +167,46 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(await store.complete({ key, token: next.token, resultJson: '1', ttlMs: 3_600_000 }), true);
       const settled = await store.get(key);
       assert.equal(settled!.expiresAt! - settled!.updatedAt, 3_600_000, 'ttlMs counts from the settle');
+    }));
+
+    it("a step's record expires with its call: once the call completes, at the call record's expiresAt; a new call after it runs the step again", withStore(async (store) => {
+      let charged = 0;
+      let runs = 0;
+      const order = idempotent(async function order(id: string) {
+        runs++;
+        const charge = await step('charge', async () => `ch_${++charged}`);
+        return { id, charge };
+      }, { store, ttlMs: ms(200) });
+      assert.deepEqual(await order('o-s1'), { id: 'o-s1', charge: 'ch_1' });
+      const call = (await store.get(order.keyFor('o-s1')))!;
+      const [stepRecord] = await stepsOf(store, 'order');
+      assert.equal(stepRecord?.status, 'completed');
+      if (store.expireSettled === undefined) return; // optional: without it, steps are kept
+      assert.equal(stepRecord.expiresAt, call.expiresAt, 'the step expires exactly when its call does');
+      await clockPast(call.expiresAt!);
+      assert.equal(await store.get(stepRecord.key), null, 'expired with its call');
+      assert.deepEqual(await order('o-s1'), { id: 'o-s1', charge: 'ch_2' }, 'a new call after expiry does the step again');
+      assert.deepEqual([runs, charged], [2, 2]);
+    }));
+
+    it("a step of an unfinished call is kept past the call's ttlMs: the call's next run replays it", withStore(async (store) => {
+      let charged = 0;
+      let runs = 0;
+      const order = idempotent(async function order(id: string) {
+        runs++;
+        const charge = await step('charge', async () => `ch_${++charged}`);
+        if (runs === 1) throw new Error('the email provider is down'); // the call fails after its step
+        return { id, charge };
+      }, { store, ttlMs: ms(40) });
+      await assert.rejects(order('o-s2'), /email provider is down/);
+      const [kept] = await stepsOf(store, 'order');
+      assert.equal(kept?.expiresAt, null, 'a step of an unfinished call has no expiry');
+      await clockPast(Date.now() + ms(120)); // three times the ttl
+      assert.equal((await store.get(kept.key))?.status, 'completed');
+      assert.deepEqual(await order('o-s2'), { id: 'o-s2', charge: 'ch_1' }, 'the retry replays the step');
+      assert.deepEqual([runs, charged], [2, 1]);
+      if (store.expireSettled === undefined) return;
+      assert.equal((await store.get(kept.key))?.expiresAt, (await store.get(order.keyFor('o-s2')))?.expiresAt, 'completed now: it expires with the call');
     }));
 
     it('when fn throws: the error reaches the caller unchanged, the record is failed, and the next call runs', withStore(async (store) => {
@@ -520,6 +561,11 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       }
     }));
   });
+}
+
+/** The records of `name`'s steps (their names are `name.step("label")`). */
+async function stepsOf(store: Store, name: string): Promise<IdempotencyRecord[]> {
+  return (await store.listRecords()).filter((r) => r.name.startsWith(`${name}.step(`));
 }
 
 /** Waits until the key's record is pending (the owner's claim is committed). */

@@ -238,6 +238,18 @@ export class MemoryStore implements Store {
     return true;
   }
 
+  async expireSettled(keys: string[], expiresAt: number): Promise<number> {
+    this.#open();
+    let changed = 0;
+    for (const key of keys) {
+      const row = this.#rows.get(key);
+      if (row === undefined || row.status === 'pending') continue;
+      row.expiresAt = expiresAt;
+      changed++;
+    }
+    return changed;
+  }
+
   async prune(): Promise<number> {
     this.#open();
     const now = Date.now();

@@ -35,6 +35,7 @@ export interface NativeStore {
   complete(request: native.SettleRequest): Promise<boolean>;
   fail(request: native.SettleRequest): Promise<boolean>;
   release(key: string, reconcile?: boolean | null): Promise<boolean>;
+  expireSettled(keys: string[], expiresAt: number): Promise<number>;
   clear(key?: string | null): Promise<number>;
   prune(): Promise<number>;
   get(key: string): Promise<native.NativeRecord | null>;
@@ -160,6 +161,11 @@ export abstract class NativeBackedStore implements Store {
   async release(key: string, options?: ReleaseOptions): Promise<boolean> {
     const reconcile = releaseReconciles(options);
     return this.#call(key, (n) => n.release(key, reconcile));
+  }
+
+  /** See `Store.expireSettled`. */
+  expireSettled(keys: string[], expiresAt: number): Promise<number> {
+    return this.#call(keys[0], (n) => n.expireSettled(keys, expiresAt));
   }
 
   clear(key?: string): Promise<number> {

@@ -486,6 +486,23 @@ impl Inner {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    /// Gives the settled rows among `keys` the expiry `expires_at` (see `expire.sql`).
+    async fn expire_settled(&self, keys: Vec<String>, expires_at: f64) -> StoreResult<u32> {
+        for key in &keys {
+            check_text("key", key)?;
+        }
+        let at = expires_at.floor() as i64;
+        let n = self
+            .pool
+            .run("PostgreSQL expire failed", |s| {
+                let sql = self.pool.sql.expire.clone();
+                let keys = &keys;
+                async move { s.client.execute(sql.as_str(), &[keys, &at]).await }
+            })
+            .await?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     async fn prune(&self) -> StoreResult<u32> {
         let mut total: u64 = 0;
         loop {

@@ -442,6 +442,23 @@ impl Inner {
         .await
     }
 
+    /// Gives the settled records among `keys` the expiry `expires_at`: one script per
+    /// record (each on its own key, so it works on a Cluster). How many changed.
+    async fn expire_settled(&self, keys: Vec<String>, expires_at: f64) -> StoreResult<u32> {
+        let at = (expires_at.floor() as i64).clamp(1, MAX_MS);
+        let mut changed = 0;
+        for key in &keys {
+            let args = vec![at.to_string().into_bytes()];
+            if self
+                .flag_script("Redis expire failed", scripts::expire(), key, args)
+                .await?
+            {
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
     async fn get(&self, key: String) -> StoreResult<Option<NativeRecord>> {
         const WHAT: &str = "Redis read failed";
         let redis_key = self.redis_key(&key);

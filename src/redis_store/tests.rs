@@ -1045,6 +1045,52 @@ async fn release_for_reconcile_leaves_a_claim_nobody_holds_which_the_next_call_t
 }
 
 #[tokio::test]
+async fn expire_settled_gives_settled_records_an_expiry_and_leaves_pending_ones() {
+    let (s, prefix) = store();
+    let st = &s.inner;
+    let mut con = admin(&redis_url());
+    let done = st
+        .acquire(req("done", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("done", done.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    st.acquire(req("open", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let at = st.server_time("test").await.unwrap() + 3_600_000;
+    let keys = vec!["done".to_string(), "open".to_string(), "none".to_string()];
+    assert_eq!(st.expire_settled(keys, at as f64).await.unwrap(), 1);
+    let r = st.get("done".into()).await.unwrap().unwrap();
+    assert_eq!(r.expires_at, Some(at as f64));
+    assert_eq!(r.result.as_deref(), Some("1"));
+    let pexpiretime: i64 = redis::cmd("PEXPIRETIME")
+        .arg(format!("{prefix}done"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pexpiretime, at, "Redis deletes it then by itself");
+    assert_eq!(
+        st.get("open".into()).await.unwrap().unwrap().expires_at,
+        None
+    );
+    // An expiry in the past: the record counts as absent at once.
+    let past = st.server_time("test").await.unwrap() - 1;
+    assert_eq!(
+        st.expire_settled(vec!["done".into()], past as f64)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(st.get("done".into()).await.unwrap().is_none());
+    st.clear(None).await.unwrap();
+}
+
+#[tokio::test]
 async fn resent_acquire_and_settle_recognise_their_own_token() {
     // The connection resends a command once when it drops (connection.rs): a claim or a
     // settle that was applied before its reply was lost must come back as the caller's.

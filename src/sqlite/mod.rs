@@ -328,6 +328,22 @@ impl NativeSqliteStore {
         })
     }
 
+    /// Gives the settled records among `keys` the expiry `expiresAt` (epoch ms); see
+    /// `queries::expire_settled`. Resolves with how many changed.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn expire_settled<'env>(
+        &self,
+        env: &'env Env,
+        keys: Vec<String>,
+        expires_at: f64,
+    ) -> Result<Object<'env>> {
+        let ns = self.project()?;
+        let at = expires_at.floor() as i64;
+        self.write(env, move |conn| {
+            queries::expire_settled(conn, &ns, &keys, at)
+        })
+    }
+
     #[napi(ts_return_type = "Promise<number>")]
     pub fn clear<'env>(&self, env: &'env Env, key: Option<String>) -> Result<Object<'env>> {
         let scope = self.inner.scope.clone();

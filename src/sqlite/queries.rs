@@ -291,6 +291,26 @@ pub fn release(
     Ok(stmt.execute(params![scope.filter(), key, now, token, reconcile])? >= 1)
 }
 
+/// Gives the settled records among `keys` the expiry `expires_at` (a step's record expires
+/// with its completed call, see `lib/core/step.ts`); a pending record is left alone (it
+/// never expires while unresolved). Returns how many records changed.
+pub fn expire_settled(
+    conn: &Connection,
+    ns: &str,
+    keys: &[String],
+    expires_at: i64,
+) -> rusqlite::Result<u32> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE records SET expires_at = ?3
+         WHERE namespace = ?1 AND key = ?2 AND status <> 'pending'",
+    )?;
+    let mut changed = 0;
+    for key in keys {
+        changed += stmt.execute(params![ns, key, expires_at])? as u32;
+    }
+    Ok(changed)
+}
+
 pub fn clear(conn: &Connection, scope: &Scope, key: Option<&str>) -> rusqlite::Result<u32> {
     let n = match (scope, key) {
         (Scope::Project(ns), Some(k)) => conn

@@ -241,6 +241,37 @@ fn release_for_reconcile_leaves_a_dead_claim_and_release_without_fails_it() {
 }
 
 #[test]
+fn expire_settled_gives_settled_records_an_expiry_and_leaves_pending_ones() {
+    let path = temp_path("expire.db");
+    let conn = open_store(&path);
+    let project = Scope::Project("p".into());
+    let done = queries::acquire(&conn, "p", &request("done", "fp"), &Now::current()).unwrap();
+    assert!(queries::settle(
+        &conn,
+        "p",
+        &completion("done", &done.token.unwrap(), "1", None),
+        &Now::current()
+    )
+    .unwrap());
+    queries::acquire(&conn, "p", &request("open", "fp"), &Now::current()).unwrap();
+    let keys = ["done".to_string(), "open".to_string(), "none".to_string()];
+    assert_eq!(
+        queries::expire_settled(&conn, "p", &keys, 4_000_000_000_000).unwrap(),
+        1
+    );
+    let read = |key: &str| queries::read(&conn, &project, key).unwrap().unwrap();
+    assert_eq!(read("done").expires_at, Some(4_000_000_000_000));
+    assert_eq!(read("open").expires_at, None);
+    // Only the store's own project.
+    assert_eq!(
+        queries::expire_settled(&conn, "other", &keys, 1).unwrap(),
+        0
+    );
+    assert_eq!(queries::expire_settled(&conn, "p", &keys, 1).unwrap(), 1);
+    assert!(read("done").expired(Now::current()));
+}
+
+#[test]
 fn projects_sharing_a_file_never_meet() {
     let path = temp_path("shared.db");
     let conn = open_store(&path);
