@@ -29,7 +29,7 @@ describe('idempotent-tools CLI', () => {
     const r = await cli('--db', db, 'inspect');
     expect(r.code).toBe(0);
     const lines = r.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^KEY\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
+    expect(lines[0]).toMatch(/^KEY\s+ID\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
     expect(lines).toHaveLength(3);
     expect(r.stdout).toContain('charge-order-42');
     expect(r.stdout).toContain(derivedKey);

@@ -83,6 +83,21 @@ describe('serveInspector', () => {
     expect((await store.get('page-stuck-b'))?.status).toBe('failed');
   });
 
+  it('records come with the keyed id their events carry (one id per record, issue 31 item 5)', async () => {
+    const ids: string[] = [];
+    const ping = lib.idempotent(async function ping(n: number) {
+      return n;
+    }, { store, onEvent: (e) => ids.push(e.keyId) });
+    await ping(7);
+    const { records } = await (await withToken('/api/records?name=ping')).json();
+    expect(records.map((r: { keyId: string }) => r.keyId)).toEqual([ids[0]]);
+    const { record } = await (await withToken(`/api/record?key=${ping.keyFor(7)}`)).json();
+    expect(record.keyId).toBe(ids[0]);
+    // The page's key filter takes the id too.
+    const byId = await (await withToken(`/api/records?key=${ids[0].slice(0, 12)}`)).json();
+    expect(byId.records.map((r: { name: string }) => r.name)).toEqual(['ping']);
+  });
+
   it('answers bad requests with what was wrong', async () => {
     const bad = await withToken('/api/records?status=done');
     expect(bad.status).toBe(400);

@@ -56,6 +56,8 @@ interface Call<A extends unknown[], R> {
   emit: Emit;
   /** The keys of the steps this run ran or replayed: they expire with the call (step.ts). */
   steps: Set<string>;
+  /** The `meta` option's answer, as the claim records it (its steps record it too). */
+  meta?: RecordMeta;
 }
 
 /** The call's key as error messages show it: a given key as given; a derived one not at all (see key-id.ts). */
@@ -266,6 +268,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
   const { c, store, key, fingerprint, emit } = call;
   const deadline = Date.now() + c.pollTimeoutMs;
   const meta = c.meta === undefined ? undefined : metaOf(call);
+  call.meta = meta; // its steps' records say where the call came from too
   let waited = false;
   for (;;) {
     let claim: AcquireResult;
@@ -381,7 +384,7 @@ async function execute<A extends unknown[], R>(
     let value: Awaited<R>;
     try {
       value = await running.run(
-        { key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes, steps: call.steps },
+        { key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes, steps: call.steps, meta: call.meta },
         () => fn(...args),
       );
     } catch (thrown) {
@@ -495,7 +498,7 @@ async function askReconcile<A extends unknown[], R>(
   const { c, key, args } = call;
   let outcome: ReconcileOutcome;
   try {
-    const context = { key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes, steps: call.steps };
+    const context = { key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes, steps: call.steps, meta: call.meta };
     outcome = await running.run(context, () =>
       c.reconcile!({ key, name: c.name, args, attempts }),
     );

@@ -22,7 +22,7 @@ import { DEFAULT_LIMITS } from './limits.js';
 import * as native from './native.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
 import { storableResult } from './storable.js';
-import type { AcquireResult, IdempotencyRecord, RecordError, Store } from './store.js';
+import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, Store } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
 /** Labels used so far by each run of a wrapped function (one label, one side effect). */
@@ -118,7 +118,9 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
         // No ttlMs: a step lives as long as its call is unfinished (interrupted, waiting
         // for an approval, failed and to be retried), however long that is; its call's
         // completion gives it the call's expiry (expireStepsWithCall).
-        claim = await store.acquire({ key, name, fingerprint, leaseMs, force: false });
+        // The call's meta (scope, tool call id, framework, project): `inspect --scope`
+        // finds a thread's steps beside its calls. Not its arguments' preview: those are the call's.
+        claim = await store.acquire({ key, name, fingerprint, leaseMs, force: false, ...stepMeta(call.meta) });
       } catch (err) {
         throw asStoreError(err, key);
       }
@@ -158,6 +160,13 @@ export async function expireStepsWithCall(store: Store, call: { key: string; fin
   const record = await store.get(call.key);
   if (record === null || record.status !== 'completed' || record.fingerprint !== call.fingerprint || record.expiresAt === null) return;
   await store.expireSettled([...call.steps], record.expiresAt);
+}
+
+/** What a step's record keeps of its call's meta: all of it but the arguments' preview. */
+function stepMeta(meta: RecordMeta | undefined): { meta?: RecordMeta } {
+  if (meta === undefined) return {};
+  const { argsPreview: _callsArguments, ...rest } = meta;
+  return Object.keys(rest).length === 0 ? {} : { meta: rest };
 }
 
 /** A step's claim, as its execution and settle need it. */

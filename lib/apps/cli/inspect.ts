@@ -4,7 +4,7 @@ import { forTerminal as t } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
 import { candidates, detail, table } from './format.js';
 import { follow } from './follow.js';
-import { KEY_ID_SECRET_KEY, findByKey, queryRecords, type RecordQuery, type IdempotencyRecord, type Store } from '../library.js';
+import { KEY_ID_SECRET_KEY, findByKey, queryRecords, withKeyIds, type RecordQuery, type IdempotencyRecord, type Store } from '../library.js';
 
 export type OutputMode = 'text' | 'json' | 'jsonl';
 
@@ -111,12 +111,14 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
   const { keyPrefix, ...filters } = query;
   const onlyKey = keyPrefix !== undefined && Object.values(filters).every((v) => v === undefined);
   if (onlyKey) {
-    const r = await recordByKey(store, where, keyPrefix);
+    const [r] = await withKeyIds(store, [await recordByKey(store, where, keyPrefix)]);
     out(mode === 'text' ? detail(r) : mode === 'json' ? JSON.stringify(r, null, 2) : JSON.stringify(r));
     return;
   }
   // The table shows no results: read without them. --json and --jsonl print records whole.
-  const { records, matched } = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
+  const found = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
+  const { matched } = found;
+  const records = await withKeyIds(store, found.records);
   if (mode === 'json') return out(JSON.stringify(records, null, 2));
   if (mode === 'jsonl') {
     if (records.length > 0) out(records.map((r) => JSON.stringify(r)).join('\n'));

@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 import { EventLog, buildTimeline } from './timeline.js';
-import { QueryError, findByKey, keyIdSecret, keyIdWith, matches, parseDecisionName, parseQuery, queryRecords, recentRecords, type Store } from '../library.js';
+import { QueryError, findByKey, keyIdSecret, keyIdWith, matches, parseDecisionName, parseQuery, queryRecords, recentRecords, withKeyIds, type Store } from '../library.js';
 
 export interface InspectorOptions {
   store: Store;
@@ -152,14 +152,15 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         const now = Date.now();
         // Without results: Details asks for one record's (/api/record) when it opens.
         const { records, matched } = await queryRecords(store, q, now, { withResults: false });
-        return { where, now, records, matched };
+        // Each with its keyed id, the name events, traces and `mcp --log` give it.
+        return { where, now, records: await withKeyIds(store, records), matched };
       }
       case 'GET /api/record': {
         const key = url.searchParams.get('key');
         if (key === null || key === '') throw new HttpError(400, 'give the whole key: /api/record?key=...');
         const record = await store.get(key);
         if (record === null) throw new HttpError(404, `no record with key ${key}`);
-        return { record };
+        return { record: (await withKeyIds(store, [record]))[0] };
       }
       case 'GET /api/timeline': {
         const q = filters(url);
