@@ -133,7 +133,7 @@ describe('idempotent-tools CLI', () => {
         child.stdin.end(`${answer}\n`);
       });
     const no = await onTerminal('n');
-    expect(no.out).toMatch(/Delete all 1 records/);
+    expect(no.out).toMatch(/Delete the 1 record in /);
     expect(no.out).toMatch(/Nothing deleted/);
     expect(JSON.parse((await cli('--db', path, 'inspect', '--json')).stdout)).toHaveLength(1);
     const yes = await onTerminal('y');
