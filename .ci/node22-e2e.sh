@@ -2,7 +2,9 @@
 # What Node 20 cannot install, run under Node 22: Mastra 1.x end to end (approval, then
 # interrupt and resume, a charge counted once), ai 7 (an approved history submitted twice),
 # the OpenAI Agents tool set (e2e/node22/openai-agents.mjs) and example against the current @openai/agents,
-# and approvals bound to one execution in all three (e2e/node22/approvals.mjs). e2e/node22 is a project of its own (package.json, lockfile), so the
+# approvals bound to one execution in all three (e2e/node22/approvals.mjs), and the MCP
+# Inspector's CLI as a client of the proxy (e2e/node22/mcp-inspector.mjs; it declares Node
+# >= 22.19). e2e/node22 is a project of its own (package.json, lockfile), so the
 # main devDependencies stay on what Node 20 installs. It uses this clone's build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ node mastra.mjs || status=1
 node ai-sdk-7.mjs || status=1
 node openai-agents.mjs || status=1
 node approvals.mjs || status=1
+node mcp-inspector.mjs || status=1
 # The repository's OpenAI Agents example (written against @openai/agents-core, a dev
 # dependency) run here against the current @openai/agents, which re-exports it.
 mkdir -p .run

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The package as a user gets it. `npm run pack:local` builds this machine's binary (release,
-# glibc 2.17 on Linux x64) and writes the two tarballs publishing would upload; they are
+# glibc 2.17 on Linux x64; or reuses the one npm ci built) and writes the two tarballs publishing would upload; they are
 # installed into a new project with no cargo/rustc on the PATH and an empty HOME, and that
 # installed copy is required, imported, run as `npx idempotent-tools`, and put through the
 # store conformance suite, under Node 20 (this machine's), 22 and 24.
@@ -16,12 +16,31 @@ check() { # check "what" command...
 }
 finish() { echo "pack: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
-readme_before=$(mktemp "${TMPDIR:-/tmp}/idempotent-tools-readme-XXXXXX")
-cp README.md "$readme_before"
-npm run pack:local || { failed=$((failed + 1)); finish; }
-# pack:local writes README's size table from what it packed; the committed one must agree.
-check "README's size table is what pack:local measured (within 10%)" node scripts/pack-local.js --compare-sizes "$readme_before" README.md
-rm -f "$readme_before"
+# Build once: the release binary `npm ci` (prepare) built is what pack:local packs, not a
+# second build of the same sources (that took minutes). In CI nothing changed the sources
+# since, so the build must be reused; elsewhere (sources edited) pack:local builds again.
+fresh_before=no
+node -e "process.exit(require('./scripts/build-native.js').fresh({ release: true, requireGlibc217: true }) ? 0 : 1)" && fresh_before=yes
+status_before=$(git status --porcelain 2>/dev/null)
+pack_log=$(mktemp "${TMPDIR:-/tmp}/idempotent-tools-pack-log-XXXXXX")
+npm run pack:local 2>&1 | tee "$pack_log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { failed=$((failed + 1)); finish; }
+reused_ok() {
+  if [ "$fresh_before" = yes ]; then grep -q "reusing the release build" "$pack_log"; return; fi
+  [ "${CI:-}" != true ] || { echo "pack: CI's npm ci left no fresh release build in native/ (see scripts/build-native.js)"; return 1; }
+  echo "pack: the sources changed since the last release build: pack:local built again"
+}
+check "pack:local reuses the release build of npm ci when the sources did not change" reused_ok
+rm -f "$pack_log"
+# pack:local writes no tracked file: the work tree is as it was (in a clean clone: clean).
+tree_ok() {
+  local after
+  after=$(git status --porcelain 2>/dev/null)
+  [ "$after" = "$status_before" ] || { echo "pack: pack:local changed the work tree:"; diff <(echo "$status_before") <(echo "$after"); return 1; }
+}
+check "pack:local leaves the work tree as it was (git status --porcelain unchanged)" tree_ok
+# The sizes it measured (pack/sizes.md) and the table committed in docs/installing.md agree.
+check "docs/installing.md's size table is what pack:local measured (within 10%)" node scripts/pack-local.js --compare-sizes
 main=$(ls pack/idempotent-tools-[0-9]*.tgz)
 platform=$(ls pack/idempotent-tools-*-*.tgz | grep -v "^$main$")
 ls -l pack/

@@ -68,7 +68,7 @@ describe('inspect shows decisions beside executions', () => {
 
   it('the table says the decision in the status column; one decision in full says who, why and for which turn, escaped', async () => {
     const table = (await cli('--db', db, 'inspect', '--status', 'rejected')).stdout;
-    expect(table).toMatch(/approval\|charge\|call_2\|\S+\s+approval:rejected:charge\s+rejected\s/);
+    expect(table).toMatch(/approval\|charge\|call_2\|\S+\s+(?:kid_[0-9a-f]+|-)\s+approval:rejected:charge\s+rejected\s/);
     expect(table).toMatch(/\s+charge\s+failed\s/);
     const one = await cli('--db', db, 'inspect', '--key', rejectedKey);
     expect(one.code).toBe(0);

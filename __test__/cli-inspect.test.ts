@@ -72,7 +72,7 @@ describe('inspect filters', () => {
 
   it('the table shows the lease of a stuck record in full view, and a SCOPE column', async () => {
     const table = await cli('--db', db, 'inspect');
-    expect(table.stdout.split('\n')[0]).toMatch(/^KEY\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
+    expect(table.stdout.split('\n')[0]).toMatch(/^KEY\s+ID\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
     const stuck = await cli('--db', db, 'inspect', '--key', 'stuck-1');
     expect(stuck.stdout).toMatch(/lease until\s+\S+ \(alive, runs out in \d+m\)/);
   });
@@ -179,7 +179,7 @@ describe('"did the refund for thread T run?"', () => {
     expect(r.code).toBe(0);
     const rows = r.stdout.trim().split('\n');
     expect(rows).toHaveLength(2);
-    expect(rows[1]).toMatch(/^r-7\s+refund\s+completed\s+1\s+\S+\s+12ms\s+never\s+thread-7\s+\(none\)$/);
+    expect(rows[1]).toMatch(/^r-7\s+-\s+refund\s+completed\s+1\s+\S+\s+12ms\s+never\s+thread-7\s+\(none\)$/);
   });
 });
 

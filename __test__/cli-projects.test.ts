@@ -68,7 +68,7 @@ describe("inspect in a project: the records its calls honour, and what it leaves
 
     const filtered = await cli(a, db, ['inspect', '--status', 'failed']);
     expect(filtered.stdout).toMatch(/No records match in .* for project "project-a"\./);
-    expect(filtered.stderr).toMatch(/1 more record in .* do not match --status; leave it out to see them/);
+    expect(filtered.stderr).toMatch(/1 more record in .* does not match --status; leave it out to see it\)/);
 
     const stats = await cli(a, db, ['stats']);
     expect(stats.stdout).toMatch(/project +"project-a"/);

@@ -29,7 +29,7 @@ describe('idempotent-tools CLI', () => {
     const r = await cli('--db', db, 'inspect');
     expect(r.code).toBe(0);
     const lines = r.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^KEY\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
+    expect(lines[0]).toMatch(/^KEY\s+ID\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
     expect(lines).toHaveLength(3);
     expect(r.stdout).toContain('charge-order-42');
     expect(r.stdout).toContain(derivedKey);
@@ -133,7 +133,7 @@ describe('idempotent-tools CLI', () => {
         child.stdin.end(`${answer}\n`);
       });
     const no = await onTerminal('n');
-    expect(no.out).toMatch(/Delete all 1 records/);
+    expect(no.out).toMatch(/Delete the 1 record in /);
     expect(no.out).toMatch(/Nothing deleted/);
     expect(JSON.parse((await cli('--db', path, 'inspect', '--json')).stdout)).toHaveLength(1);
     const yes = await onTerminal('y');
@@ -153,9 +153,19 @@ describe('idempotent-tools CLI', () => {
     await store.close();
     const released = await cli('--db', path, 'release', '--key', 'stuck');
     expect(released.code).toBe(0);
+    expect(released.stdout).toContain('takes it over (attempt 2)');
+    // A claim nobody holds: pending, its lease run out (the next call takes it over).
     const after = JSON.parse((await cli('--db', path, 'inspect', '--key', 'stuck', '--json')).stdout);
-    expect(after.status).toBe('failed');
+    expect(after.status).toBe('pending');
+    expect(after.leaseExpiresAt).toBeLessThanOrEqual(Date.now());
+    expect((await cli('--db', path, 'inspect', '--key', 'stuck')).stdout).toMatch(/lease until .*ran out \d+s ago \(the next call takes it over\)/);
+    // Released again, without reconcile: failed.
+    const failed = await cli('--db', path, 'release', '--key', 'stuck', '--no-reconcile');
+    expect(failed.code).toBe(0);
+    expect(failed.stdout).toContain('as failed: the next call with this key runs the function again (attempt 2) without asking reconcile');
+    expect(JSON.parse((await cli('--db', path, 'inspect', '--key', 'stuck', '--json')).stdout).status).toBe('failed');
     expect((await cli('--db', path, 'release', '--key', 'stuck')).code).toBe(1); // not pending any more
+    expect((await cli('--db', path, 'inspect', '--no-reconcile')).code).toBe(2); // a flag of release only
     const pruned = await cli('--db', path, 'prune', '--json');
     expect(pruned.code).toBe(0);
     // Opening the store (release, above) deleted the expired record already; the dead

@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 
-import { testing } from './helpers';
+import { lib, tempDb, testing } from './helpers';
 
 const { MemoryStore } = testing;
 
@@ -25,5 +25,18 @@ describe('MemoryStore leases', () => {
       if (!(await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 60_000, force: false })).acquired) refused++;
     }
     expect(refused).toBe(0);
+  });
+});
+
+describe('release options', () => {
+  it('a typo or a value that is not true or false is a TypeError, never a release the other way', async () => {
+    for (const store of [new MemoryStore(), new lib.SqliteStore({ path: tempDb() })]) {
+      await store.acquire({ key: 'k', name: 'op', fingerprint: 'fp', leaseMs: 60_000, force: false });
+      await expect(store.release('k', { reconcile: 'no' } as never)).rejects.toThrow(/reconcile must be true or false, not "no"/);
+      await expect(store.release('k', { reconsile: false } as never)).rejects.toThrow(/unknown option "reconsile"; the only option is reconcile/);
+      await expect(store.release('k', null as never)).rejects.toThrow(TypeError);
+      expect((await store.get('k'))?.leaseExpiresAt).toBeGreaterThan(Date.now()); // untouched
+      await store.close();
+    }
   });
 });

@@ -127,6 +127,97 @@ describe('the CLI resolves keyed ids', () => {
   });
 });
 
+describe('one id per record: inspect shows the keyed id that events, traces and logs carry (issue 31 item 5)', () => {
+  const places: Array<[string, () => { store: import('../dist/core/store.js').Store; flags: string[] }]> = [
+    ['SqliteStore', () => {
+      const path = tempDb();
+      return { store: new SqliteStore({ path }), flags: ['--db', path] };
+    }],
+    ['RedisStore', () => {
+      const prefix = uniquePrefix();
+      return { store: new RedisStore({ url: redis.url, prefix }), flags: ['--redis', redis.url, '--prefix', prefix] };
+    }],
+    ['PostgresStore', () => {
+      const table = uniqueTable();
+      return { store: new PostgresStore({ url: PG_URL, table }), flags: ['--postgres', PG_URL, '--table', table] };
+    }],
+  ];
+  for (const [storeName, open] of places) {
+    it(`${storeName}: the table, --key (text and --json) and --json listings`, async () => {
+      const { store, flags } = open();
+      const seen: Event[] = [];
+      const verify = idempotent(async function verifyPin(pin: string) {
+        return { ok: pin.length === 4 };
+      }, { store, onEvent: (e) => seen.push(e) });
+      await verify('2468');
+      await store.close();
+      const id = seen[0].keyId;
+      const key = verify.keyFor('2468');
+      const table = await runNode([CLI, ...flags, 'inspect']);
+      expect(table.stdout.split('\n')[0]).toMatch(/^KEY\s+ID\s+NAME\s/);
+      expect(table.stdout).toMatch(new RegExp(`^${key}\\s+${id}\\s+verifyPin\\s`, 'm'));
+      const text = await runNode([CLI, ...flags, 'inspect', '--key', key]);
+      expect(text.stdout).toMatch(new RegExp(`^keyed id\\s+${id}$`, 'm'));
+      expect(JSON.parse((await runNode([CLI, ...flags, 'inspect', '--key', key, '--json'])).stdout).keyId).toBe(id);
+      expect(JSON.parse((await runNode([CLI, ...flags, 'inspect', '--json'])).stdout).map((r: { keyId: string }) => r.keyId)).toEqual([id]);
+      expect(JSON.parse((await runNode([CLI, ...flags, 'inspect', '--jsonl'])).stdout).keyId).toBe(id);
+    });
+  }
+
+  it('a file shared by projects: each record under its own project\'s secret; before any id was asked for, "-"', async () => {
+    const path = tempDb();
+    const ids: Record<string, string> = {};
+    for (const namespace of ['shop', 'crm']) {
+      const store = new SqliteStore({ path, namespace });
+      const sync = idempotent(async function sync(n: number) {
+        return n;
+      }, { store, onEvent: (e) => (ids[namespace] = e.keyId) });
+      await sync(1);
+      await store.close();
+    }
+    expect(ids.shop).not.toBe(ids.crm); // one key, two projects, two secrets
+    const every = JSON.parse((await runNode([CLI, '--db', path, 'inspect', '--json'])).stdout) as Array<{ namespace: string; keyId: string }>;
+    expect(Object.fromEntries(every.map((r) => [r.namespace, r.keyId]))).toEqual(ids);
+    const shop = JSON.parse((await runNode([CLI, '--db', path, '--project', 'shop', 'inspect', '--json'])).stdout);
+    expect(shop.map((r: { keyId: string }) => r.keyId)).toEqual([ids.shop]);
+
+    const quiet = tempDb(); // nothing listened: no secret, no id anywhere
+    const store = new SqliteStore({ path: quiet });
+    await idempotent(async function sync(n: number) {
+      return n;
+    }, { store })(1);
+    await store.close();
+    expect((await runNode([CLI, '--db', quiet, 'inspect'])).stdout).toMatch(/^\S+\s+-\s+sync\s/m);
+    expect(JSON.parse((await runNode([CLI, '--db', quiet, 'inspect', '--json'])).stdout)[0].keyId).toBeNull();
+  });
+});
+
+describe('steps carry their call\'s scope (issue 31 item 5)', () => {
+  it('inspect --scope finds a thread\'s steps beside its calls; a step keeps no argument preview', async () => {
+    const path = tempDb();
+    const store = new SqliteStore({ path });
+    const refund = idempotent(async function refund(order: string) {
+      const id = await lib.step('refund at the bank', async () => `re_${order}`);
+      await lib.step('email', async () => 'sent');
+      return id;
+    }, { store, meta: () => ({ scope: 'thread-7', toolCallId: 'call_1', framework: 'langgraph' }), preview: true });
+    const other = idempotent(async function refund2(order: string) {
+      return lib.step('refund at the bank', async () => `re_${order}`);
+    }, { store, meta: () => ({ scope: 'thread-8' }) });
+    await refund('o-1');
+    await other('o-2');
+    const steps = (await store.listRecords()).filter((r) => r.name.startsWith('refund.step('));
+    expect(steps.map((r) => r.meta)).toEqual([
+      { scope: 'thread-7', toolCallId: 'call_1', framework: 'langgraph' },
+      { scope: 'thread-7', toolCallId: 'call_1', framework: 'langgraph' },
+    ]);
+    expect((await store.get(refund.keyFor('o-1')))?.meta?.argsPreview).toBe('["o-1"]');
+    await store.close();
+    const found = JSON.parse((await runNode([CLI, '--db', path, 'inspect', '--scope', 'thread-7', '--json'])).stdout) as Array<{ name: string }>;
+    expect(found.map((r) => r.name).sort()).toEqual(['refund', 'refund.step("email")', 'refund.step("refund at the bank")']);
+  });
+});
+
 describe('idempotentTx', () => {
   it('its events carry keyed ids too, and the secret is written outside the call\'s transaction', async () => {
     const pool = new Pool({ connectionString: PG_URL });

@@ -1,7 +1,7 @@
 /**
  * `idempotent-tools mcp` in front of `@modelcontextprotocol/server-everything` (every
- * kind of MCP message), with two clients nobody here wrote: the SDK's Client and the MCP
- * Inspector's CLI mode. Also: `npx idempotent-tools mcp -- npx @modelcontextprotocol/server-everything`
+ * kind of MCP message), with a client nobody here wrote: the SDK's Client (the MCP
+ * Inspector's CLI mode is the other, in e2e/node22/mcp-inspector.mjs: it needs Node 22). Also: `npx idempotent-tools mcp -- npx @modelcontextprotocol/server-everything`
  * in a project that installed the package, offline.
  */
 
@@ -23,7 +23,7 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ROOT, tempDir } from './helpers';
-import { CLI, COUNTING, EVERYTHING, INSPECTOR, connect, count, text, until, logShows, type Proxied } from './mcp-helpers';
+import { CLI, EVERYTHING, connect, text, until, logShows, type Proxied } from './mcp-helpers';
 
 const run = promisify(execFile);
 const REPLAYED = 'idempotent-tools/replayed';
@@ -159,56 +159,6 @@ describe('--url: an upstream over Streamable HTTP', () => {
     open.push(b2);
     expect((await b2.client.callTool({ name: 'toggle-subscriber-updates', arguments: {} }))._meta?.[REPLAYED]).toBe(true);
   });
-});
-
-describe('the MCP Inspector CLI as a client', () => {
-  function inspectorConfig(dir: string, env: Record<string, string>) {
-    const file = join(dir, 'mcp.json');
-    writeFileSync(
-      file,
-      JSON.stringify({
-        mcpServers: {
-          proxied: {
-            command: process.execPath,
-            args: [CLI, 'mcp', '--db', join(dir, 'store.db'), '--', process.execPath, COUNTING],
-            env,
-          },
-        },
-      }),
-    );
-    return file;
-  }
-
-  async function inspector(config: string, args: string[]) {
-    const { stdout } = await run(process.execPath, [INSPECTOR, '--cli', '--config', config, '--server', 'proxied', ...args], {
-      cwd: ROOT,
-      timeout: 60_000,
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    return JSON.parse(stdout.slice(stdout.indexOf('{')));
-  }
-
-  it('lists tools, and a retried call (with and without its idempotency key) runs once', async () => {
-    const dir = tempDir();
-    const log = join(dir, 'count.log');
-    const config = inspectorConfig(dir, { COUNT_LOG: log });
-    const tools = await inspector(config, ['--method', 'tools/list']);
-    expect(tools.tools.map((t: { name: string }) => t.name)).toEqual(['act', 'look', 'put']);
-
-    const call = ['--method', 'tools/call', '--tool-name', 'act', '--tool-arg', 'id=from-inspector'];
-    const first = await inspector(config, call);
-    const second = await inspector(config, call);
-    expect(first._meta?.[REPLAYED]).toBeUndefined();
-    expect(second._meta?.[REPLAYED]).toBe(true);
-    expect(second.structuredContent).toEqual(first.structuredContent);
-    expect(count(log, 'start', 'from-inspector')).toBe(1);
-
-    const keyed = [...call.slice(0, 4), '--tool-arg', 'id=keyed', '--tool-metadata', 'idempotencyKey=inspector-key-1'];
-    await inspector(config, keyed);
-    const again = await inspector(config, keyed);
-    expect(again._meta?.[REPLAYED]).toBe(true);
-    expect(count(log, 'start', 'keyed')).toBe(1);
-  }, 240_000); // five Inspector runs, each starting a proxy and a server
 });
 
 describe('npx idempotent-tools mcp -- npx @modelcontextprotocol/server-everything', () => {

@@ -13,7 +13,6 @@ import { ROOT } from './helpers';
 export const CLI = join(ROOT, 'dist', 'cli.js');
 export const COUNTING = join(ROOT, '__test__', 'fixtures', 'mcp-counting-server.mjs');
 export const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
-export const INSPECTOR = join(ROOT, 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
 
 export interface Proxied {
   client: Client;

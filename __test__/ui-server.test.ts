@@ -68,6 +68,36 @@ describe('serveInspector', () => {
     expect(sum(counts.replayed)).toBe(2);
   });
 
+  it('POST /api/release: a claim nobody holds by default; { reconcile: false } makes it failed; anything else is a 400', async () => {
+    for (const key of ['page-stuck-a', 'page-stuck-b']) {
+      await store.acquire({ key, name: 'op', fingerprint: 'fp', leaseMs: 600_000, force: false });
+    }
+    const bad = await post('/api/release', { key: 'page-stuck-a', reconcile: 'no' });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toMatch(/reconcile must be true .* or false/);
+    expect(await (await post('/api/release', { key: 'page-stuck-a' })).json()).toEqual({ released: 'page-stuck-a', reconcile: true });
+    const a = await store.get('page-stuck-a');
+    expect(a?.status).toBe('pending');
+    expect(a!.leaseExpiresAt!).toBeLessThanOrEqual(Date.now());
+    expect(await (await post('/api/release', { key: 'page-stuck-b', reconcile: false })).json()).toEqual({ released: 'page-stuck-b', reconcile: false });
+    expect((await store.get('page-stuck-b'))?.status).toBe('failed');
+  });
+
+  it('records come with the keyed id their events carry (one id per record, issue 31 item 5)', async () => {
+    const ids: string[] = [];
+    const ping = lib.idempotent(async function ping(n: number) {
+      return n;
+    }, { store, onEvent: (e) => ids.push(e.keyId) });
+    await ping(7);
+    const { records } = await (await withToken('/api/records?name=ping')).json();
+    expect(records.map((r: { keyId: string }) => r.keyId)).toEqual([ids[0]]);
+    const { record } = await (await withToken(`/api/record?key=${ping.keyFor(7)}`)).json();
+    expect(record.keyId).toBe(ids[0]);
+    // The page's key filter takes the id too.
+    const byId = await (await withToken(`/api/records?key=${ids[0].slice(0, 12)}`)).json();
+    expect(byId.records.map((r: { name: string }) => r.name)).toEqual(['ping']);
+  });
+
   it('answers bad requests with what was wrong', async () => {
     const bad = await withToken('/api/records?status=done');
     expect(bad.status).toBe(400);

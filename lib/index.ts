@@ -42,5 +42,6 @@ export type {
   AcquireResult,
   SettleRequest,
   ListOptions,
+  ReleaseOptions,
   StoreStats,
 } from './core/store.js';

@@ -1,8 +1,9 @@
 //! The napi methods that RedisStore and PostgresStore share, written once.
 //!
 //! Both are a napi class over an `Arc<Inner>` whose async methods of the same names and
-//! signatures do the work on the Tokio runtime (`renew`, `settle`, `release`, `clear`,
-//! `get`, `list`, `stats`); each JavaScript method only hands that work to `guarded`
+//! signatures do the work on the Tokio runtime (`renew`, `settle`, `release`,
+//! `expire_settled`, `clear`, `get`, `list`, `stats`); each JavaScript method only hands
+//! that work to `guarded`
 //! (panics and failures become the one error type). `network_store_methods!(Type)` writes
 //! those methods, and the `with` helper they go through, for `Type`. What differs between
 //! the stores (constructor, batches, prune, close, LISTEN) stays in each store's module.
@@ -49,9 +50,29 @@ macro_rules! network_store_methods {
                     .await
             }
 
+            /// Frees a stuck pending record; `reconcile` (default true) leaves it a claim
+            /// nobody holds, for a takeover that asks `reconcile`, false makes it `failed`.
             #[napi]
-            pub async fn release(&self, key: String) -> napi::Result<bool> {
-                self.with(|s| async move { s.release(key).await }).await
+            pub async fn release(
+                &self,
+                key: String,
+                reconcile: Option<bool>,
+            ) -> napi::Result<bool> {
+                let reconcile = reconcile.unwrap_or(true);
+                self.with(|s| async move { s.release(key, reconcile).await })
+                    .await
+            }
+
+            /// Gives the settled records among `keys` the expiry `expiresAt` (epoch ms, the
+            /// server's clock): a step's record expires with its completed call.
+            #[napi]
+            pub async fn expire_settled(
+                &self,
+                keys: Vec<String>,
+                expires_at: f64,
+            ) -> napi::Result<u32> {
+                self.with(|s| async move { s.expire_settled(keys, expires_at).await })
+                    .await
             }
 
             #[napi]

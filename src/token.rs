@@ -7,6 +7,12 @@ use std::sync::OnceLock;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The token of a claim that an operator released for a takeover (`release`, see
+/// `queries::release`): 32 dashes, which no claim can have (a claim's token is hex), so
+/// the old owner's renew and settle are refused and no later claim matches it. Redis
+/// writes the same (`RELEASED_TOKEN` in `lua/record.lua`).
+pub const RELEASED_TOKEN: &str = "--------------------------------";
+
 fn process_seed() -> &'static [u8; 32] {
     static SEED: OnceLock<[u8; 32]> = OnceLock::new();
     SEED.get_or_init(|| {
@@ -42,6 +48,13 @@ pub fn new_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_claim_has_the_released_token() {
+        assert_eq!(RELEASED_TOKEN.len(), 32);
+        assert!(new_token().bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(RELEASED_TOKEN.bytes().all(|b| b == b'-'));
+    }
 
     #[test]
     fn tokens_are_distinct() {

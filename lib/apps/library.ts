@@ -13,6 +13,7 @@ export { KEY_ID_SECRET_KEY, keyIdSecret, keyIdWith, looksDerived } from '../core
 export {
   QueryError,
   type RecordQuery,
+  type RecordWithKeyId,
   findByKey,
   isDecisionStatus,
   keyIdSecrets,
@@ -21,6 +22,7 @@ export {
   queryRecords,
   recentRecords,
   statusLabel,
+  withKeyIds,
 } from '../core/record-query.js';
 export { storeFromEnvironment } from '../stores/default-store.js';
 export { SqliteChangeWatch } from '../core/native.js';

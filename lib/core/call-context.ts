@@ -2,7 +2,7 @@
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-import type { Store } from './store.js';
+import type { RecordMeta, Store } from './store.js';
 
 /** What a running wrapped call shares with code it runs (`currentKey()`, `step()`). */
 export interface RunningCall {
@@ -18,6 +18,12 @@ export interface RunningCall {
   leaseMs: number;
   /** The call's `maxResultBytes`, which its steps' results are held to (default: the default limit). */
   maxResultBytes?: number;
+  /** The keys of the steps this run of the call ran or replayed (nested steps too): once
+   * the call completes with `ttlMs`, they expire with it (see step.ts). */
+  steps?: Set<string>;
+  /** Where the call came from (scope, tool call id, framework, project), as its claim
+   * recorded it: its steps' records carry it too, so `inspect --scope` finds them. */
+  meta?: RecordMeta;
 }
 
 export const running = new AsyncLocalStorage<RunningCall>();

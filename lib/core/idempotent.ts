@@ -27,6 +27,7 @@ import { WRAPS, claimName } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
+import { expireStepsWithCall } from './step.js';
 import { defaultStore, defaultStoreGeneration } from '../stores/default-store.js';
 import { type AcquireResult, type IdempotencyRecord, type RecordMeta, REPLAY_DERIVED, type ReplayDerived, type Store, replayedAnswer } from './store.js';
 import { Watch, notify } from './wakeups.js';
@@ -53,6 +54,10 @@ interface Call<A extends unknown[], R> {
   /** The key was derived from the arguments: messages do not print it (errors end up in logs). */
   derived: boolean;
   emit: Emit;
+  /** The keys of the steps this run ran or replayed: they expire with the call (step.ts). */
+  steps: Set<string>;
+  /** The `meta` option's answer, as the claim records it (its steps record it too). */
+  meta?: RecordMeta;
 }
 
 /** The call's key as error messages show it: a given key as given; a derived one not at all (see key-id.ts). */
@@ -242,7 +247,7 @@ async function runCall<A extends unknown[], R>(
       });
     }
   };
-  const call: Call<A, R> = { c, store, fn, args, key, fingerprint, derived, emit };
+  const call: Call<A, R> = { c, store, fn, args, key, fingerprint, derived, emit, steps: new Set() };
 
   // The replay fast path: a store that can read a completed record without waiting
   // (SQLite in WAL mode) answers here, with no trip through the async machinery. Any
@@ -263,6 +268,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
   const { c, store, key, fingerprint, emit } = call;
   const deadline = Date.now() + c.pollTimeoutMs;
   const meta = c.meta === undefined ? undefined : metaOf(call);
+  call.meta = meta; // its steps' records say where the call came from too
   let waited = false;
   // Claims of ours answered too late to run fn under (see lease.ts), handed back unused.
   const late = { count: 0, attempts: 0, takenOver: false };
@@ -395,7 +401,7 @@ async function execute<A extends unknown[], R>(
     let value: Awaited<R>;
     try {
       value = await running.run(
-        { key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes },
+        { key, fingerprint: call.fingerprint, name: c.name, store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes, steps: call.steps, meta: call.meta },
         () => fn(...args),
       );
     } catch (thrown) {
@@ -455,6 +461,11 @@ async function record<A extends unknown[], R>(
       { key, result: value },
     );
   }
+  if (c.ttlMs !== undefined) {
+    // The call is complete: its steps expire with it. Its result is recorded whatever
+    // happens here; a failure only keeps the step records longer.
+    await expireStepsWithCall(call.store, call).catch((error: unknown) => emit('store-error', { attempts, error }));
+  }
   emit(event, { attempts });
   if (unstorable !== undefined) throw new TypeError(unstorable.message);
   return value;
@@ -508,7 +519,7 @@ async function askReconcile<A extends unknown[], R>(
   const { c, key, args } = call;
   let outcome: ReconcileOutcome;
   try {
-    const context = { key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes };
+    const context = { key, fingerprint: call.fingerprint, name: c.name, store: call.store, leaseMs: c.leaseMs, maxResultBytes: c.limits.maxResultBytes, steps: call.steps, meta: call.meta };
     outcome = await running.run(context, () =>
       c.reconcile!({ key, name: c.name, args, attempts }),
     );

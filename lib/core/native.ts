@@ -12,7 +12,8 @@ import { checkArguments } from './exact-strings.js';
 /** Names of positional arguments, for messages (requests and options are objects whose fields name themselves). */
 const PARAMS: Record<string, readonly string[]> = {
   renew: ['key', 'token', 'leaseMs'],
-  release: ['key'],
+  release: ['key', 'reconcile'],
+  expireSettled: ['keys', 'expiresAt'],
   clear: ['key'],
   get: ['key'],
   peekReplay: ['key', 'fingerprint'],

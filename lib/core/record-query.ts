@@ -142,6 +142,29 @@ export async function keyIdSecrets(store: Pick<Store, 'listRecords' | 'listRecen
   return secrets;
 }
 
+/** A record as `inspect` and the inspector page show it: with its keyed id. */
+export type RecordWithKeyId = IdempotencyRecord & {
+  /** The keyed id (`kid_…`) that events, traces, `mcp --log` and `inspect --follow` name
+   * the record by; null while the store holds no key-id secret (nothing has asked for an
+   * id yet, so no id of this record exists anywhere). */
+  keyId: string | null;
+};
+
+/**
+ * `records` with their keyed ids, each under the secret of its project (SQLite keeps one
+ * per project; a record of the file's project-less records seen from a project's view gets
+ * that project's, which its calls use).
+ */
+export async function withKeyIds(store: Pick<Store, 'listRecords' | 'listRecent'>, records: IdempotencyRecord[]): Promise<RecordWithKeyId[]> {
+  if (records.length === 0) return [];
+  const secrets = await keyIdSecrets(store);
+  const only = secrets.size === 1 ? [...secrets.values()][0] : undefined;
+  return records.map((r) => {
+    const secret = secrets.get(r.namespace ?? '') ?? (r.namespace === '' || r.namespace === undefined ? only : undefined);
+    return { ...r, keyId: secret === undefined ? null : keyIdWith(secret, r.key) };
+  });
+}
+
 /**
  * How `keyPrefix` picks records: by the key's start, or, for a keyed id (`kid_…`), by
  * the start of the record's keyed id under the store's secret (none yet: nothing matches).

@@ -5,8 +5,9 @@
  * the steps it already did return their stored results instead of running again.
  *
  * A step is a small call of its own on the call's store, through the same Store interface
- * (acquire, renew, complete, fail): it inherits the call's lease (not its ttl: a step lives
- * as long as its call is unfinished), settles through the call's retry path, the result rule
+ * (acquire, renew, complete, fail): it inherits the call's lease, and its call's ttl only
+ * once the call has completed (a step lives as long as its call is unfinished; see
+ * `expireStepsWithCall`), settles through the call's retry path, the result rule
  * (`undefined` is kept; a result that cannot be stored is recorded as completed and is a
  * TypeError) and what a thrown value means (a failure lets the next run do the step
  * again; an abort after the step started keeps its claim, since the outcome is unknown).
@@ -21,7 +22,7 @@ import { DEFAULT_LIMITS } from './limits.js';
 import * as native from './native.js';
 import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { storableResult } from './storable.js';
-import type { AcquireResult, IdempotencyRecord, RecordError } from './store.js';
+import type { AcquireResult, IdempotencyRecord, RecordError, RecordMeta, Store } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
 /** Labels used so far by each run of a wrapped function (one label, one side effect). */
@@ -106,6 +107,7 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
   const shown = points.length > 120 ? `${points.slice(0, 117).join('')}...` : label;
   const name = `${call.name}.step(${JSON.stringify(shown)})`;
   const { key, fingerprint } = stepIdentity(call, label, true);
+  call.steps?.add(key); // it expires with its call, once the call completes
 
   const watch = new Watch(store, key);
   let late = 0; // claims answered too late to run the step under, handed back unused
@@ -115,8 +117,11 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
       const sentAt = performance.now();
       try {
         // No ttlMs: a step lives as long as its call is unfinished (interrupted, waiting
-        // for an approval, failed and to be retried), however long that is.
-        claim = await store.acquire({ key, name, fingerprint, leaseMs, force: false });
+        // for an approval, failed and to be retried), however long that is; its call's
+        // completion gives it the call's expiry (expireStepsWithCall).
+        // The call's meta (scope, tool call id, framework, project): `inspect --scope`
+        // finds a thread's steps beside its calls. Not its arguments' preview: those are the call's.
+        claim = await store.acquire({ key, name, fingerprint, leaseMs, force: false, ...stepMeta(call.meta) });
       } catch (err) {
         throw asStoreError(err, key);
       }
@@ -147,6 +152,27 @@ async function runStep<T>(call: RunningCall, label: string, fn: () => T): Promis
   } finally {
     watch.close();
   }
+}
+
+/**
+ * A completed call's steps expire with it: the records of the steps its run ran or
+ * replayed get the call record's own `expiresAt` (read back, so that no step outlives its
+ * call: a new call after the call expired must find none of the old call's steps), through
+ * the store's optional `expireSettled`. A call without `ttlMs`, a store without the method:
+ * nothing to do, steps are kept. Throws what the store throws; the caller decides.
+ */
+export async function expireStepsWithCall(store: Store, call: { key: string; fingerprint: string; steps: Set<string> }): Promise<void> {
+  if (call.steps.size === 0 || store.expireSettled === undefined) return;
+  const record = await store.get(call.key);
+  if (record === null || record.status !== 'completed' || record.fingerprint !== call.fingerprint || record.expiresAt === null) return;
+  await store.expireSettled([...call.steps], record.expiresAt);
+}
+
+/** What a step's record keeps of its call's meta: all of it but the arguments' preview. */
+function stepMeta(meta: RecordMeta | undefined): { meta?: RecordMeta } {
+  if (meta === undefined) return {};
+  const { argsPreview: _callsArguments, ...rest } = meta;
+  return Object.keys(rest).length === 0 ? {} : { meta: rest };
 }
 
 /** A step's claim, as its execution and settle need it. */

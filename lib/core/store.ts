@@ -81,6 +81,26 @@ export interface SettleRequest {
   durationMs?: number;
 }
 
+/** What `release` does with the record (see `Store.release`). */
+export interface ReleaseOptions {
+  /** Default true: a claim nobody holds, taken over by the next call (which asks `reconcile`).
+   * False: `failed`, so the next call runs `fn`. */
+  reconcile?: boolean;
+}
+
+/** `release`'s options checked (a typo must not free a record the other way): whether it reconciles. */
+export function releaseReconciles(options: ReleaseOptions | undefined): boolean {
+  if (options === undefined) return true;
+  if (options === null || typeof options !== 'object') throw new TypeError('release(key, options): options must be an object such as { reconcile: false }');
+  for (const name of Object.keys(options)) {
+    if (name !== 'reconcile') throw new TypeError(`release(key, options): unknown option "${name}"; the only option is reconcile`);
+  }
+  if (options.reconcile !== undefined && typeof options.reconcile !== 'boolean') {
+    throw new TypeError(`release(key, options): reconcile must be true or false, not ${JSON.stringify(options.reconcile)}`);
+  }
+  return options.reconcile ?? true;
+}
+
 export interface ListOptions {
   status?: RecordStatus;
   limit?: number;
@@ -135,8 +155,27 @@ export interface Store {
    * waiting on anything (a lock, the network); null for anything else, and then the
    * wrapper's `acquire` decides (and reports a fingerprint mismatch). */
   peekReplay?(key: string, fingerprint: string): ReplayHit | null;
-  /** Optional (CLI `release`): turns a stuck pending record into `failed`. */
-  release?(key: string): Promise<boolean>;
+  /**
+   * Optional (CLI `release`, the inspector page): frees a stuck pending record; false when
+   * there is none, or it is not pending. Its token is replaced by one no claim can have,
+   * so the stuck owner, if it still runs, can no longer renew or settle it (fenced). By
+   * default (`reconcile` true) the record stays pending with its lease run out, a claim
+   * nobody holds: the next call takes it over as it takes over a dead owner's
+   * (`attempts` + 1, `takenOver`, and the wrapper asks `reconcile`), because the released
+   * attempt may have had its side effect. `{ reconcile: false }`: the record becomes
+   * `failed`, and the next call runs `fn` without asking.
+   */
+  release?(key: string, options?: ReleaseOptions): Promise<boolean>;
+  /**
+   * Optional (steps' expiry): gives the settled (`completed` or `failed`) records among
+   * `keys` the expiry `expiresAt` (epoch ms, on the store's clock, as records' times are);
+   * a pending record is left alone (it never expires while unresolved), and so is a key
+   * without a record. Returns how many records changed. The wrapper calls it once a call
+   * with `ttlMs` has completed, with the keys of the steps that call ran or replayed and
+   * the call record's own `expiresAt`, so that its steps expire with it. Without it, step
+   * records are kept until cleared.
+   */
+  expireSettled?(keys: string[], expiresAt: number): Promise<number>;
   /** Optional (CLI `prune`): deletes expired records; returns how many. */
   prune?(): Promise<number>;
   /** Optional (CLI `stats`). */

@@ -20,9 +20,10 @@
 import assert from 'node:assert/strict';
 
 import { currentKey } from '../core/call-context.js';
+import { step } from '../core/step.js';
 import { DuplicateInFlightError, InFlightTimeoutError, KeyMismatchError, type LeaseLostError } from '../core/errors.js';
 import { idempotent } from '../core/idempotent.js';
-import type { Store } from '../core/store.js';
+import type { IdempotencyRecord, Store } from '../core/store.js';
 
 
 type Body = () => Promise<void>;
@@ -168,6 +169,46 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(settled!.expiresAt! - settled!.updatedAt, 3_600_000, 'ttlMs counts from the settle');
     }));
 
+    it("a step's record expires with its call: once the call completes, at the call record's expiresAt; a new call after it runs the step again", withStore(async (store) => {
+      let charged = 0;
+      let runs = 0;
+      const order = idempotent(async function order(id: string) {
+        runs++;
+        const charge = await step('charge', async () => `ch_${++charged}`);
+        return { id, charge };
+      }, { store, ttlMs: ms(200) });
+      assert.deepEqual(await order('o-s1'), { id: 'o-s1', charge: 'ch_1' });
+      const call = (await store.get(order.keyFor('o-s1')))!;
+      const [stepRecord] = await stepsOf(store, 'order');
+      assert.equal(stepRecord?.status, 'completed');
+      if (store.expireSettled === undefined) return; // optional: without it, steps are kept
+      assert.equal(stepRecord.expiresAt, call.expiresAt, 'the step expires exactly when its call does');
+      await clockPast(call.expiresAt!);
+      assert.equal(await store.get(stepRecord.key), null, 'expired with its call');
+      assert.deepEqual(await order('o-s1'), { id: 'o-s1', charge: 'ch_2' }, 'a new call after expiry does the step again');
+      assert.deepEqual([runs, charged], [2, 2]);
+    }));
+
+    it("a step of an unfinished call is kept past the call's ttlMs: the call's next run replays it", withStore(async (store) => {
+      let charged = 0;
+      let runs = 0;
+      const order = idempotent(async function order(id: string) {
+        runs++;
+        const charge = await step('charge', async () => `ch_${++charged}`);
+        if (runs === 1) throw new Error('the email provider is down'); // the call fails after its step
+        return { id, charge };
+      }, { store, ttlMs: ms(40) });
+      await assert.rejects(order('o-s2'), /email provider is down/);
+      const [kept] = await stepsOf(store, 'order');
+      assert.equal(kept?.expiresAt, null, 'a step of an unfinished call has no expiry');
+      await clockPast(Date.now() + ms(120)); // three times the ttl
+      assert.equal((await store.get(kept.key))?.status, 'completed');
+      assert.deepEqual(await order('o-s2'), { id: 'o-s2', charge: 'ch_1' }, 'the retry replays the step');
+      assert.deepEqual([runs, charged], [2, 1]);
+      if (store.expireSettled === undefined) return;
+      assert.equal((await store.get(kept.key))?.expiresAt, (await store.get(order.keyFor('o-s2')))?.expiresAt, 'completed now: it expires with the call');
+    }));
+
     it('when fn throws: the error reaches the caller unchanged, the record is failed, and the next call runs', withStore(async (store) => {
       let runs = 0;
       class PaymentDeclined extends Error {
@@ -307,6 +348,69 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(await store.complete({ key, token: taker.token, resultJson: '"fresh"' }), true);
       assert.equal((await store.get(key))?.result, 'fresh');
       assert.equal(await store.complete({ key, token: taker.token, resultJson: '"again"' }), false);
+    }));
+
+    it('release (reconcile, the default): the stuck claim is taken over by the next call, which asks reconcile; the old owner is fenced', withStore(async (store) => {
+      if (store.release === undefined) return; // optional: a store without release passes
+      const charges: string[] = []; // the provider's record of what happened
+      const stuck = gate();
+      const asked: number[] = [];
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string) {
+        runs++;
+        charges.push(order);
+        if (runs === 1) await stuck.promise; // the owner hangs after its side effect
+        return `charged ${order}`;
+      }, {
+        store,
+        leaseMs: ms(60_000), // stuck for a minute unless released
+        reconcile: async ({ args, attempts }) => {
+          asked.push(attempts);
+          return charges.includes(args[0]) ? { happened: true, result: `found ${args[0]}` } : { happened: false };
+        },
+      });
+      const first = charge('o-r1');
+      const key = charge.keyFor('o-r1');
+      await waitUntilPending(store, key);
+      await assert.rejects(charge('o-r1'), DuplicateInFlightError, 'held until released');
+      assert.equal(await store.release(key), true);
+      const released = await store.get(key);
+      assert.equal(released?.status, 'pending', 'still pending: a claim nobody holds');
+      assert.equal(await charge('o-r1'), 'found o-r1', 'the next call asks reconcile, which finds the charge');
+      assert.deepEqual(asked, [2]);
+      assert.equal(runs, 1, 'fn did not run again');
+      const record = await store.get(key);
+      assert.deepEqual([record?.status, record?.attempts, record?.result], ['completed', 2, 'found o-r1']);
+      stuck.open();
+      await assert.rejects(first, (err: Error) => (err as LeaseLostError).code === 'LEASE_LOST', 'the old owner is fenced');
+      assert.equal((await store.get(key))?.result, 'found o-r1');
+      assert.equal(await store.release(key), false, 'a completed record is not released');
+      assert.equal(await store.release('conformance-no-such-key'), false);
+    }));
+
+    it('release with { reconcile: false }: the record becomes failed and the next call runs fn without asking reconcile', withStore(async (store) => {
+      if (store.release === undefined) return; // optional: a store without release passes
+      const stuck = gate();
+      let asked = 0;
+      let runs = 0;
+      const charge = idempotent(async function charge(order: string) {
+        const mine = ++runs;
+        if (mine === 1) await stuck.promise;
+        return `${order}:${mine}`;
+      }, { store, leaseMs: ms(60_000), reconcile: async () => (asked++, { happened: false }) });
+      const first = charge('o-r2');
+      const key = charge.keyFor('o-r2');
+      await waitUntilPending(store, key);
+      assert.equal(await store.release(key, { reconcile: false }), true);
+      const released = await store.get(key);
+      assert.equal(released?.status, 'failed');
+      assert.equal(released?.error?.name, 'Released');
+      assert.equal(await charge('o-r2'), 'o-r2:2');
+      assert.equal(asked, 0);
+      assert.equal((await store.get(key))?.attempts, 2);
+      stuck.open();
+      await assert.rejects(first, (err: Error) => (err as LeaseLostError).code === 'LEASE_LOST');
+      assert.equal((await store.get(key))?.result, 'o-r2:2');
     }));
 
     it('a live owner keeps its lease by renewal while fn outlasts leaseMs', withStore(async (store) => {
@@ -457,6 +561,11 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       }
     }));
   });
+}
+
+/** The records of `name`'s steps (their names are `name.step("label")`). */
+async function stepsOf(store: Store, name: string): Promise<IdempotencyRecord[]> {
+  return (await store.listRecords()).filter((r) => r.name.startsWith(`${name}.step(`));
 }
 
 /** Waits until the key's record is pending (the owner's claim is committed). */

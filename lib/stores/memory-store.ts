@@ -18,10 +18,12 @@ import type {
   RecordError,
   RecordMeta,
   RecordStatus,
+  ReleaseOptions,
   SettleRequest,
   Store,
   StoreStats,
 } from '../core/store.js';
+import { releaseReconciles } from '../core/store.js';
 
 interface Row {
   key: string;
@@ -48,6 +50,9 @@ interface Row {
 type Records = Map<string, Row>;
 
 const monotonic = () => performance.now();
+
+/** The token of a released claim (see `release`): no claim has it. */
+const RELEASED_TOKEN = '-'.repeat(32);
 
 export interface MemoryStoreOptions {
   /** Share the records of another MemoryStore, as a second process opening the same store would. */
@@ -212,18 +217,37 @@ export class MemoryStore implements Store {
     return n;
   }
 
-  async release(key: string): Promise<boolean> {
+  async release(key: string, options?: ReleaseOptions): Promise<boolean> {
     this.#open();
+    const reconcile = releaseReconciles(options);
     const row = this.#rows.get(key);
     if (row === undefined || row.status !== 'pending') return false;
-    Object.assign(row, {
-      status: 'failed',
-      token: null,
-      leaseUntil: null,
-      updatedAt: Date.now(),
-      error: { name: 'Released', message: 'released by an operator' },
-    });
+    // A token no claim has (claims are hex): the stuck owner's renew and settle are refused.
+    if (reconcile) {
+      // A claim nobody holds, its lease run out: the next acquire takes it over.
+      Object.assign(row, { token: RELEASED_TOKEN, leaseUntil: monotonic(), updatedAt: Date.now() });
+    } else {
+      Object.assign(row, {
+        status: 'failed',
+        token: null,
+        leaseUntil: null,
+        updatedAt: Date.now(),
+        error: { name: 'Released', message: 'released by an operator' },
+      });
+    }
     return true;
+  }
+
+  async expireSettled(keys: string[], expiresAt: number): Promise<number> {
+    this.#open();
+    let changed = 0;
+    for (const key of keys) {
+      const row = this.#rows.get(key);
+      if (row === undefined || row.status === 'pending') continue;
+      row.expiresAt = expiresAt;
+      changed++;
+    }
+    return changed;
   }
 
   async prune(): Promise<number> {

@@ -19,10 +19,12 @@ import {
   type RecentQuery,
   type RecentRecords,
   type RecordStatus,
+  type ReleaseOptions,
   type ReplayHit,
   type SettleRequest,
   type Store,
   type StoreStats,
+  releaseReconciles,
 } from '../core/store.js';
 
 /** The methods both native stores export (see src/sqlite/mod.rs and src/redis_store/). */
@@ -32,7 +34,8 @@ export interface NativeStore {
   renew(key: string, token: string, leaseMs: number): Promise<boolean>;
   complete(request: native.SettleRequest): Promise<boolean>;
   fail(request: native.SettleRequest): Promise<boolean>;
-  release(key: string): Promise<boolean>;
+  release(key: string, reconcile?: boolean | null): Promise<boolean>;
+  expireSettled(keys: string[], expiresAt: number): Promise<number>;
   clear(key?: string | null): Promise<number>;
   prune(): Promise<number>;
   get(key: string): Promise<native.NativeRecord | null>;
@@ -155,8 +158,14 @@ export abstract class NativeBackedStore implements Store {
     return this.#call(request.key, (n) => n.fail(toSettle(request)));
   }
 
-  release(key: string): Promise<boolean> {
-    return this.#call(key, (n) => n.release(key));
+  async release(key: string, options?: ReleaseOptions): Promise<boolean> {
+    const reconcile = releaseReconciles(options);
+    return this.#call(key, (n) => n.release(key, reconcile));
+  }
+
+  /** See `Store.expireSettled`. */
+  expireSettled(keys: string[], expiresAt: number): Promise<number> {
+    return this.#call(keys[0], (n) => n.expireSettled(keys, expiresAt));
   }
 
   clear(key?: string): Promise<number> {

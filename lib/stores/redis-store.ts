@@ -168,6 +168,8 @@ function flag(reply: Reply, key: string, resolve: (b: boolean) => void, reject: 
 export class RedisStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
   readonly path: string;
+  /** The prefix of every record's Redis key (`idempotent-tools:` unless given). */
+  readonly prefix: string;
   /** A turn's calls in one crossing; none on a cluster, where a batch would answer when
    * its slowest call does, and one node's trouble (a failover) must not hold up calls on
    * the other primaries: there every call crosses alone. */
@@ -185,6 +187,7 @@ export class RedisStore extends NativeBackedStore {
     }
     super(async () => raw as NativeStore);
     this.path = raw.path;
+    this.prefix = checked.prefix ?? 'idempotent-tools:';
     this.#place = `redis:${checked.url}#${checked.prefix ?? 'idempotent-tools:'}`;
     this.#calls = checked.cluster ? undefined : new Calls(raw);
   }

@@ -413,13 +413,13 @@ impl Inner {
         Ok(row.get(0))
     }
 
-    async fn release(&self, key: String) -> StoreResult<bool> {
+    async fn release(&self, key: String, reconcile: bool) -> StoreResult<bool> {
         check_text("key", &key)?;
         let row = self
             .pool
             .run("PostgreSQL release failed", |s| {
                 let key = &key;
-                async move { s.client.query_one(&s.st.release, &[key]).await }
+                async move { s.client.query_one(&s.st.release, &[key, &reconcile]).await }
             })
             .await?;
         Ok(row.get(0))
@@ -481,6 +481,23 @@ impl Inner {
             .run("PostgreSQL clear failed", |s| {
                 let key = &key;
                 async move { s.client.execute(&s.st.clear, &[key]).await }
+            })
+            .await?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    /// Gives the settled rows among `keys` the expiry `expires_at` (see `expire.sql`).
+    async fn expire_settled(&self, keys: Vec<String>, expires_at: f64) -> StoreResult<u32> {
+        for key in &keys {
+            check_text("key", key)?;
+        }
+        let at = expires_at.floor() as i64;
+        let n = self
+            .pool
+            .run("PostgreSQL expire failed", |s| {
+                let sql = self.pool.sql.expire.clone();
+                let keys = &keys;
+                async move { s.client.execute(sql.as_str(), &[keys, &at]).await }
             })
             .await?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))

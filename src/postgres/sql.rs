@@ -26,6 +26,7 @@ const LIST: &str = include_str!("sql/list.sql");
 const STATS: &str = include_str!("sql/stats.sql");
 const PRUNE: &str = include_str!("sql/prune.sql");
 const CLEAR: &str = include_str!("sql/clear.sql");
+const EXPIRE: &str = include_str!("sql/expire.sql");
 const VERSION: &str = include_str!("sql/version.sql");
 const WATCH: &str = include_str!("sql/watch.sql");
 const SESSION: &str = include_str!("sql/session.sql");
@@ -114,6 +115,8 @@ pub struct PostgresSql {
     pub stats: String,
     pub prune: String,
     pub clear: String,
+    /// Steps' expiry (see `expire.sql`).
+    pub expire: String,
     pub watch: String,
     /// PostgresStore's settings for its own connections (a simple query, several statements).
     pub session: String,
@@ -136,6 +139,7 @@ impl PostgresSql {
             stats: t.fill(STATS),
             prune: t.fill(PRUNE),
             clear: t.fill(CLEAR),
+            expire: t.fill(EXPIRE),
             watch: t.fill(WATCH),
             session: SESSION.to_string(),
         }

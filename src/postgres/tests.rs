@@ -167,7 +167,7 @@ async fn failed_runs_again_and_a_dead_lease_is_taken_over() {
         )
         .await
         .unwrap());
-    assert!(s.release("k".into()).await.unwrap());
+    assert!(s.release("k".into(), false).await.unwrap());
     assert_eq!(s.get("k".into()).await.unwrap().unwrap().status, "failed");
     assert!(!s
         .settle(
@@ -176,6 +176,77 @@ async fn failed_runs_again_and_a_dead_lease_is_taken_over() {
         )
         .await
         .unwrap());
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn expire_settled_gives_settled_rows_an_expiry_and_leaves_pending_ones() {
+    let f = Fixture::new();
+    let s = &f.inner;
+    let done = s
+        .acquire(req("done", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s
+        .settle(
+            COMPLETED,
+            settle_req("done", done.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    s.acquire(req("open", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let at = crate::clock::now_ms() + 3_600_000;
+    let keys = vec!["done".to_string(), "open".to_string(), "none".to_string()];
+    assert_eq!(s.expire_settled(keys, at as f64).await.unwrap(), 1);
+    assert_eq!(
+        s.get("done".into()).await.unwrap().unwrap().expires_at,
+        Some(at as f64)
+    );
+    assert_eq!(
+        s.get("open".into()).await.unwrap().unwrap().expires_at,
+        None
+    );
+    assert_eq!(s.expire_settled(vec!["done".into()], 1.0).await.unwrap(), 1);
+    assert!(
+        s.get("done".into()).await.unwrap().is_none(),
+        "past it: absent"
+    );
+    f.drop_table().await;
+}
+
+#[tokio::test]
+async fn release_for_reconcile_leaves_a_claim_nobody_holds_which_the_next_call_takes_over() {
+    let f = Fixture::new();
+    let s = &f.inner;
+    let a = s
+        .acquire(req("k", "fp", 600_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(s.release("k".into(), true).await.unwrap());
+    let r = s.get("k".into()).await.unwrap().unwrap();
+    assert_eq!(r.status, "pending");
+    assert!(r.error.is_none());
+    let old = a.token.clone().unwrap();
+    assert!(!s.renew("k".into(), old.clone(), 600_000.0).await.unwrap());
+    assert!(!s
+        .settle(COMPLETED, settle_req("k", &old, Some("1"), None, None))
+        .await
+        .unwrap());
+    let b = s
+        .acquire(req("k", "fp", 30_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(b.acquired && b.taken_over && b.attempts == 2);
+    assert!(s
+        .settle(
+            COMPLETED,
+            settle_req("k", b.token.as_ref().unwrap(), Some("2"), None, None)
+        )
+        .await
+        .unwrap());
+    assert!(!s.release("k".into(), true).await.unwrap(), "not pending");
     f.drop_table().await;
 }
 

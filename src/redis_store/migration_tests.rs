@@ -325,7 +325,7 @@ async fn every_state_of_a_format_1_record_is_read_and_migrated_when_met() {
     assert_eq!(key_type(&mut con, &rkey("other")), "hash");
 
     // An operator's release of a stuck one: failed, migrated, its owner fenced.
-    assert!(st.release("stuck".into()).await.unwrap());
+    assert!(st.release("stuck".into(), false).await.unwrap());
     let r = st.get("stuck".into()).await.unwrap().unwrap();
     assert_eq!(r.status, FAILED);
     assert!(r.error.unwrap().contains("released"));

@@ -470,9 +470,32 @@ impl Inner {
             .await
     }
 
-    async fn release(&self, key: String) -> StoreResult<bool> {
-        self.flag_script("Redis release failed", scripts::release(), &key, vec![])
-            .await
+    async fn release(&self, key: String, reconcile: bool) -> StoreResult<bool> {
+        let mode = if reconcile { b"1" } else { b"0" };
+        self.flag_script(
+            "Redis release failed",
+            scripts::release(),
+            &key,
+            vec![mode.to_vec()],
+        )
+        .await
+    }
+
+    /// Gives the settled records among `keys` the expiry `expires_at`: one script per
+    /// record (each on its own key, so it works on a Cluster). How many changed.
+    async fn expire_settled(&self, keys: Vec<String>, expires_at: f64) -> StoreResult<u32> {
+        let at = (expires_at.floor() as i64).clamp(1, MAX_MS);
+        let mut changed = 0;
+        for key in &keys {
+            let args = vec![at.to_string().into_bytes()];
+            if self
+                .flag_script("Redis expire failed", scripts::expire(), key, args)
+                .await?
+            {
+                changed += 1;
+            }
+        }
+        Ok(changed)
     }
 
     async fn get(&self, key: String) -> StoreResult<Option<NativeRecord>> {

@@ -54,6 +54,11 @@ pub fn release() -> &'static Script {
     script(&S, include_str!("lua/release.lua"), true)
 }
 
+pub fn expire() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(&S, include_str!("lua/expire.lua"), true)
+}
+
 pub fn clear() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(&S, include_str!("lua/clear.lua"), true)

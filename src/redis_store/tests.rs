@@ -618,7 +618,7 @@ async fn a_pending_record_never_expires_while_unresolved() {
         st.get("a".into()).await.unwrap().unwrap().created_at,
         created
     );
-    assert!(st.release("a".into()).await.unwrap());
+    assert!(st.release("a".into(), true).await.unwrap());
     assert_eq!(pttl(&mut con, &key("a")), -1);
 
     // However old a dead owner's SET NX claim is (here ten days, by moving its expiry), it
@@ -974,14 +974,14 @@ async fn results_keep_undefined_apart_from_empty_strings() {
 }
 
 #[tokio::test]
-async fn release_fails_a_pending_record_and_drops_its_token() {
+async fn release_without_reconcile_fails_a_pending_record_and_drops_its_token() {
     let (s, _) = store();
     let st = &s.inner;
     let a = st
         .acquire(req("r", "fp", 60_000.0, None, false))
         .await
         .unwrap();
-    assert!(st.release("r".into()).await.unwrap());
+    assert!(st.release("r".into(), false).await.unwrap());
     let r = st.get("r".into()).await.unwrap().unwrap();
     assert_eq!(r.status, "failed");
     assert_eq!(
@@ -996,13 +996,97 @@ async fn release_fails_a_pending_record_and_drops_its_token() {
         )
         .await
         .unwrap());
-    assert!(!st.release("r".into()).await.unwrap(), "not pending");
+    assert!(!st.release("r".into(), false).await.unwrap(), "not pending");
     let b = st
         .acquire(req("r", "fp", 60_000.0, None, false))
         .await
         .unwrap();
     assert!(b.acquired && b.attempts == 2);
-    assert!(!st.release("nothing".into()).await.unwrap());
+    assert!(!st.release("nothing".into(), false).await.unwrap());
+    st.clear(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn release_for_reconcile_leaves_a_claim_nobody_holds_which_the_next_call_takes_over() {
+    let (s, _) = store();
+    let st = &s.inner;
+    let a = st
+        .acquire(req("r", "fp", 600_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st.release("r".into(), true).await.unwrap());
+    let r = st.get("r".into()).await.unwrap().unwrap();
+    assert_eq!(r.status, "pending");
+    assert!(r.error.is_none());
+    let now = st.server_time("test").await.unwrap() as f64;
+    assert!(r.lease_expires_at.unwrap() <= now, "its lease has run out");
+    // The old owner is fenced: no renew, no settle.
+    let old = a.token.clone().unwrap();
+    assert!(!st.renew("r".into(), old.clone(), 600_000.0).await.unwrap());
+    assert!(!st
+        .settle(COMPLETED, settle_req("r", &old, Some("1"), None, None))
+        .await
+        .unwrap());
+    // The next call takes it over, as a dead owner's claim.
+    let b = st
+        .acquire(req("r", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(b.acquired && b.taken_over && b.attempts == 2);
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("r", b.token.as_ref().unwrap(), Some("2"), None, None)
+        )
+        .await
+        .unwrap());
+    assert!(!st.release("r".into(), true).await.unwrap(), "not pending");
+    st.clear(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn expire_settled_gives_settled_records_an_expiry_and_leaves_pending_ones() {
+    let (s, prefix) = store();
+    let st = &s.inner;
+    let mut con = admin(&redis_url());
+    let done = st
+        .acquire(req("done", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    assert!(st
+        .settle(
+            COMPLETED,
+            settle_req("done", done.token.as_ref().unwrap(), Some("1"), None, None)
+        )
+        .await
+        .unwrap());
+    st.acquire(req("open", "fp", 60_000.0, None, false))
+        .await
+        .unwrap();
+    let at = st.server_time("test").await.unwrap() + 3_600_000;
+    let keys = vec!["done".to_string(), "open".to_string(), "none".to_string()];
+    assert_eq!(st.expire_settled(keys, at as f64).await.unwrap(), 1);
+    let r = st.get("done".into()).await.unwrap().unwrap();
+    assert_eq!(r.expires_at, Some(at as f64));
+    assert_eq!(r.result.as_deref(), Some("1"));
+    let pexpiretime: i64 = redis::cmd("PEXPIRETIME")
+        .arg(format!("{prefix}done"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pexpiretime, at, "Redis deletes it then by itself");
+    assert_eq!(
+        st.get("open".into()).await.unwrap().unwrap().expires_at,
+        None
+    );
+    // An expiry in the past: the record counts as absent at once.
+    let past = st.server_time("test").await.unwrap() - 1;
+    assert_eq!(
+        st.expire_settled(vec!["done".into()], past as f64)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(st.get("done".into()).await.unwrap().is_none());
     st.clear(None).await.unwrap();
 }
 
@@ -1685,7 +1769,7 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         .await
         .unwrap();
     assert!(b.acquired);
-    assert!(st.release("r".into()).await.unwrap());
+    assert!(st.release("r".into(), false).await.unwrap());
     assert_eq!(
         st.get("k".into()).await.unwrap().unwrap().status,
         "completed"
@@ -1754,7 +1838,7 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
             .unwrap()
             .taken_over
     );
-    assert!(st.release("stuck".into()).await.unwrap());
+    assert!(st.release("stuck".into(), true).await.unwrap());
     assert_eq!(st.clear(Some("gone".into())).await.unwrap(), 1);
     assert_eq!(st.clear(None).await.unwrap(), 3);
 

@@ -313,11 +313,34 @@ impl NativeSqliteStore {
         })
     }
 
+    /// Frees a stuck pending record (see `queries::release`); `reconcile` defaults to true.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self, env: &'env Env, key: String) -> Result<Object<'env>> {
+    pub fn release<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        reconcile: Option<bool>,
+    ) -> Result<Object<'env>> {
         let scope = self.inner.scope.clone();
+        let reconcile = reconcile.unwrap_or(true);
         self.write(env, move |conn| {
-            queries::release(conn, &scope, &key, now_ms())
+            queries::release(conn, &scope, &key, now_ms(), reconcile)
+        })
+    }
+
+    /// Gives the settled records among `keys` the expiry `expiresAt` (epoch ms); see
+    /// `queries::expire_settled`. Resolves with how many changed.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn expire_settled<'env>(
+        &self,
+        env: &'env Env,
+        keys: Vec<String>,
+        expires_at: f64,
+    ) -> Result<Object<'env>> {
+        let ns = self.project()?;
+        let at = expires_at.floor() as i64;
+        self.write(env, move |conn| {
+            queries::expire_settled(conn, &ns, &keys, at)
         })
     }
 

@@ -12,7 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use crate::claim::{decide, whole_ms, AcquireOutcome, AcquireRequest, Decision};
 use crate::clock::Now;
 use crate::record::{LeaseDeadline, NativeStats, Record, ReplayHit, COMPLETED, FAILED};
-use crate::token::new_token;
+use crate::token::{new_token, RELEASED_TOKEN};
 
 /// Which records a store sees.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -266,16 +266,49 @@ pub fn renew(
     ])? == 1)
 }
 
-/// An operator frees a stuck pending record: it becomes `failed`, so the next call runs,
-/// and its token is dropped, so the stuck owner can no longer complete it.
-pub fn release(conn: &Connection, scope: &Scope, key: &str, now: i64) -> rusqlite::Result<bool> {
+/// An operator frees a stuck pending record. Its token is replaced by one no claim can
+/// have, so the stuck owner can no longer renew or settle it (fenced). With `reconcile`
+/// (the default of the CLI and the Store method) the record stays pending with its lease
+/// run out: a claim nobody holds, which the next call takes over exactly as it takes over
+/// a dead owner's (attempts + 1, `takenOver`, `reconcile` asked), because the released
+/// attempt may have had its effect. Without, it becomes `failed`: the next call runs.
+pub fn release(
+    conn: &Connection,
+    scope: &Scope,
+    key: &str,
+    now: i64,
+    reconcile: bool,
+) -> rusqlite::Result<bool> {
     let mut stmt = conn.prepare_cached(
-        "UPDATE records SET status = 'failed', token = NULL, lease_expires_at = NULL, lease_clock = NULL,
-                            lease_until = NULL, updated_at = ?3,
-                            error = '{\"name\":\"Released\",\"message\":\"released by an operator\"}'
+        "UPDATE records SET token = ?4, lease_clock = NULL, lease_until = NULL, updated_at = ?3,
+                            status = CASE WHEN ?5 THEN 'pending' ELSE 'failed' END,
+                            lease_expires_at = CASE WHEN ?5 THEN ?3 ELSE NULL END,
+                            error = CASE WHEN ?5 THEN error
+                              ELSE '{\"name\":\"Released\",\"message\":\"released by an operator\"}' END
          WHERE (?1 IS NULL OR namespace = ?1) AND key = ?2 AND status = 'pending'",
     )?;
-    Ok(stmt.execute(params![scope.filter(), key, now])? >= 1)
+    let token = reconcile.then_some(RELEASED_TOKEN);
+    Ok(stmt.execute(params![scope.filter(), key, now, token, reconcile])? >= 1)
+}
+
+/// Gives the settled records among `keys` the expiry `expires_at` (a step's record expires
+/// with its completed call, see `lib/core/step.ts`); a pending record is left alone (it
+/// never expires while unresolved). Returns how many records changed.
+pub fn expire_settled(
+    conn: &Connection,
+    ns: &str,
+    keys: &[String],
+    expires_at: i64,
+) -> rusqlite::Result<u32> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE records SET expires_at = ?3
+         WHERE namespace = ?1 AND key = ?2 AND status <> 'pending'",
+    )?;
+    let mut changed = 0;
+    for key in keys {
+        changed += stmt.execute(params![ns, key, expires_at])? as u32;
+    }
+    Ok(changed)
 }
 
 pub fn clear(conn: &Connection, scope: &Scope, key: Option<&str>) -> rusqlite::Result<u32> {

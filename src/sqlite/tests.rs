@@ -208,6 +208,70 @@ fn settle_needs_the_current_token() {
 }
 
 #[test]
+fn release_for_reconcile_leaves_a_dead_claim_and_release_without_fails_it() {
+    let path = temp_path("release.db");
+    let conn = open_store(&path);
+    let project = Scope::Project(String::new());
+    for (key, reconcile) in [("a", true), ("b", false)] {
+        let old = queries::acquire(&conn, "", &request(key, "fp"), &Now::current())
+            .unwrap()
+            .token
+            .unwrap();
+        let now = Now::current();
+        assert!(queries::release(&conn, &project, key, now.wall, reconcile).unwrap());
+        let r = queries::read(&conn, &project, key).unwrap().unwrap();
+        assert_eq!(r.status, if reconcile { "pending" } else { FAILED });
+        assert!(!r.lease_alive(&Now::current()), "nobody holds it");
+        assert_eq!(r.error.is_some(), !reconcile);
+        // The old owner is fenced.
+        assert!(!queries::renew(&conn, "", key, &old, 60_000.0, &Now::current()).unwrap());
+        assert!(!queries::settle(
+            &conn,
+            "",
+            &completion(key, &old, "1", None),
+            &Now::current()
+        )
+        .unwrap());
+        // Reconcile: a takeover (reconcile is asked); without: a new attempt after a failure.
+        let next = queries::acquire(&conn, "", &request(key, "fp"), &Now::current()).unwrap();
+        assert!(next.acquired);
+        assert_eq!((next.attempts, next.taken_over), (2, reconcile));
+        assert!(!queries::release(&conn, &project, "nothing", now.wall, reconcile).unwrap());
+    }
+}
+
+#[test]
+fn expire_settled_gives_settled_records_an_expiry_and_leaves_pending_ones() {
+    let path = temp_path("expire.db");
+    let conn = open_store(&path);
+    let project = Scope::Project("p".into());
+    let done = queries::acquire(&conn, "p", &request("done", "fp"), &Now::current()).unwrap();
+    assert!(queries::settle(
+        &conn,
+        "p",
+        &completion("done", &done.token.unwrap(), "1", None),
+        &Now::current()
+    )
+    .unwrap());
+    queries::acquire(&conn, "p", &request("open", "fp"), &Now::current()).unwrap();
+    let keys = ["done".to_string(), "open".to_string(), "none".to_string()];
+    assert_eq!(
+        queries::expire_settled(&conn, "p", &keys, 4_000_000_000_000).unwrap(),
+        1
+    );
+    let read = |key: &str| queries::read(&conn, &project, key).unwrap().unwrap();
+    assert_eq!(read("done").expires_at, Some(4_000_000_000_000));
+    assert_eq!(read("open").expires_at, None);
+    // Only the store's own project.
+    assert_eq!(
+        queries::expire_settled(&conn, "other", &keys, 1).unwrap(),
+        0
+    );
+    assert_eq!(queries::expire_settled(&conn, "p", &keys, 1).unwrap(), 1);
+    assert!(read("done").expired(Now::current()));
+}
+
+#[test]
 fn projects_sharing_a_file_never_meet() {
     let path = temp_path("shared.db");
     let conn = open_store(&path);

@@ -1,7 +1,7 @@
 /** How `inspect` shows records: a table, one record in full, one line per settled call. */
 
 import { forTerminal as t } from '../terminal-text.js';
-import { statusLabel, type ApprovalRecord, type IdempotencyRecord } from '../library.js';
+import { statusLabel, type ApprovalRecord, type IdempotencyRecord, type RecordWithKeyId } from '../library.js';
 
 /**
  * JSON text for the terminal: JSON.stringify escapes C0 controls in strings itself, but
@@ -9,6 +9,11 @@ import { statusLabel, type ApprovalRecord, type IdempotencyRecord } from '../lib
  */
 function jsonForTerminal(text: string): string {
   return text.replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** `n` and the noun, singular or plural: "1 record", "2 records". */
+export function count(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 export function age(ms: number): string {
@@ -43,14 +48,18 @@ function columns(rows: string[][]): string {
     .join('\n');
 }
 
-export function table(records: IdempotencyRecord[], now = Date.now()): string {
+/** A keyed id as the CLI shows it: '-' while the store has no key-id secret. */
+const shownId = (r: RecordWithKeyId) => r.keyId ?? '-';
+
+export function table(records: RecordWithKeyId[], now = Date.now()): string {
   // The project column appears for stores that keep one (SQLite), so a shared default
-  // file shows whose record is whose.
+  // file shows whose record is whose. ID is the keyed id that events, traces and logs carry.
   const projects = records.some((r) => r.namespace !== undefined);
   return columns([
-    ['KEY', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'TOOK', 'EXPIRES', 'SCOPE', ...(projects ? ['PROJECT'] : [])],
+    ['KEY', 'ID', 'NAME', 'STATUS', 'ATTEMPTS', 'AGE', 'TOOK', 'EXPIRES', 'SCOPE', ...(projects ? ['PROJECT'] : [])],
     ...records.map((r) => [
       t(r.key),
+      shownId(r),
       t(r.name),
       statusLabel(r),
       String(r.attempts),
@@ -63,9 +72,10 @@ export function table(records: IdempotencyRecord[], now = Date.now()): string {
   ]);
 }
 
-export function detail(r: IdempotencyRecord, now = Date.now()): string {
+export function detail(r: RecordWithKeyId, now = Date.now()): string {
   const lines: Array<[string, string]> = [
     ['key', t(r.key)],
+    ['keyed id', r.keyId ?? '- (none yet: nothing has named this store\'s records by id)'],
     ['name', t(r.name)],
     ['status', statusLabel(r)],
     ['attempts', String(r.attempts)],
@@ -75,9 +85,10 @@ export function detail(r: IdempotencyRecord, now = Date.now()): string {
     ['fingerprint', t(r.fingerprint)],
   ];
   if (r.durationMs !== null) lines.push(['took', took(r.durationMs)]);
-  if (r.namespace !== undefined) lines.push(['project', r.namespace ? t(r.namespace) : '(none)']);
   const meta = r.meta ?? {};
-  if (meta.project) lines.push(['project', t(meta.project)]);
+  // One project line: the project the record lives in (SQLite), else the one its call recorded.
+  if (r.namespace !== undefined) lines.push(['project', r.namespace ? t(r.namespace) : '(none)']);
+  else if (meta.project) lines.push(['project', t(meta.project)]);
   if (meta.scope) lines.push(['scope', t(meta.scope)]);
   if (meta.toolCallId) lines.push(['tool call', t(meta.toolCallId)]);
   if (meta.framework) lines.push(['framework', t(meta.framework)]);

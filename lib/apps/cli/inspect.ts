@@ -2,21 +2,25 @@
 
 import { forTerminal as t } from '../terminal-text.js';
 import type { ChangeSignal } from './changes.js';
-import { candidates, detail, table } from './format.js';
+import { candidates, count, detail, table } from './format.js';
 import { follow } from './follow.js';
-import { KEY_ID_SECRET_KEY, findByKey, queryRecords, type RecordQuery, type IdempotencyRecord, type Store } from '../library.js';
+import { findByKey, keyIdSecrets, queryRecords, withKeyIds, type RecordQuery, type IdempotencyRecord, type Store, type StoreStats } from '../library.js';
 
 export type OutputMode = 'text' | 'json' | 'jsonl';
 
 /** A refusal: a message on stderr and exit code 1. */
 export class InspectRefusal extends Error {}
 
-/** The record that `key` (a whole key or a unique prefix) names; refuses with the candidates otherwise. */
-export async function recordByKey(store: Store, where: string, key: string): Promise<IdempotencyRecord> {
+/**
+ * The record that `key` (a whole key or a unique prefix) names; refuses with the candidates
+ * otherwise. `elsewhere`: where else such a record may be (another Redis prefix), said
+ * when there is none.
+ */
+export async function recordByKey(store: Store, where: string, key: string, elsewhere?: string): Promise<IdempotencyRecord> {
   const found = await findByKey(store, key);
   if ('found' in found) return found.found;
   if ('ambiguous' in found) throw new InspectRefusal(candidates(key, found.ambiguous));
-  throw new InspectRefusal(`no record with key ${t(key)} in ${t(where)}`);
+  throw new InspectRefusal(`no record with key ${t(key)} in ${t(where)}${elsewhere === undefined ? '' : `\n${elsewhere}`}`);
 }
 
 export interface InspectOptions {
@@ -32,6 +36,8 @@ export interface InspectOptions {
   expiredAdvice?: (count: number) => string;
   /** Whether the store's stats are cheap enough to count what a filter hides (not on Redis, where they read every record). */
   countHidden?: boolean;
+  /** Said on stderr when the store holds no record at all: where else they may be (another Redis prefix). */
+  elsewhere?: string;
 }
 
 /** One project's view of a SQLite file that holds other projects' records too. */
@@ -43,12 +49,22 @@ export interface ProjectScope {
   otherProjects: () => Promise<number>;
 }
 
-/** Unexpired records a store holds, by its stats (null when it keeps none), its key-id secret left out. */
-export async function visibleCount(store: Store): Promise<number | null> {
+/**
+ * The store's stats counting calls only: the records of its key-id secrets (one per
+ * project of a shared SQLite file) are the library's own, not calls, and no listing shows
+ * them, so no count does either. Null when the store keeps no stats.
+ */
+export async function callStats(store: Store): Promise<StoreStats | null> {
   if (store.stats === undefined) return null;
   const s = await store.stats();
-  const secret = (await store.get(KEY_ID_SECRET_KEY)) === null ? 0 : 1;
-  return s.pending + s.completed + s.failed - secret;
+  const secrets = (await keyIdSecrets(store)).size;
+  return { ...s, completed: Math.max(0, s.completed - secrets) };
+}
+
+/** Unexpired records a store holds, by its stats (null when it keeps none), its key-id secrets left out. */
+export async function visibleCount(store: Store): Promise<number | null> {
+  const s = await callStats(store);
+  return s === null ? null : s.pending + s.completed + s.failed;
 }
 
 const FILTER_FLAGS: Array<[keyof RecordQuery, string]> = [
@@ -68,14 +84,14 @@ async function hiddenNotes(store: Store, where: string, query: RecordQuery, matc
     const total = await visibleCount(store);
     const hidden = total === null ? 0 : total - matched;
     if (hidden > 0) {
-      notes.push(`(${hidden} more record${hidden === 1 ? '' : 's'} in ${where}${project ? ` for project ${JSON.stringify(project.name)}` : ''} ` +
-        `do not match ${flags.join(' ')}; leave ${flags.length === 1 ? 'it' : 'them'} out to see them)`);
+      notes.push(`(${count(hidden, 'more record')} in ${where}${project ? ` for project ${JSON.stringify(project.name)}` : ''} ` +
+        `${hidden === 1 ? 'does' : 'do'} not match ${flags.join(' ')}; leave ${flags.length === 1 ? 'it' : 'them'} out to see ${hidden === 1 ? 'it' : 'them'})`);
     }
   }
   if (project !== undefined) {
     const others = await project.otherProjects();
     if (others > 0) {
-      notes.push(`(${others} record${others === 1 ? '' : 's'} of other projects in ${project.path} ${others === 1 ? 'is' : 'are'} not shown: ` +
+      notes.push(`(${count(others, 'record')} of other projects in ${project.path} ${others === 1 ? 'is' : 'are'} not shown: ` +
         `this is project ${JSON.stringify(project.name)}'s view; --db ${project.path} shows every project's, --project NAME one project's)`);
     }
   }
@@ -111,12 +127,14 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
   const { keyPrefix, ...filters } = query;
   const onlyKey = keyPrefix !== undefined && Object.values(filters).every((v) => v === undefined);
   if (onlyKey) {
-    const r = await recordByKey(store, where, keyPrefix);
+    const [r] = await withKeyIds(store, [await recordByKey(store, where, keyPrefix, o.elsewhere)]);
     out(mode === 'text' ? detail(r) : mode === 'json' ? JSON.stringify(r, null, 2) : JSON.stringify(r));
     return;
   }
   // The table shows no results: read without them. --json and --jsonl print records whole.
-  const { records, matched } = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
+  const found = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
+  const { matched } = found;
+  const records = await withKeyIds(store, found.records);
   if (mode === 'json') return out(JSON.stringify(records, null, 2));
   if (mode === 'jsonl') {
     if (records.length > 0) out(records.map((r) => JSON.stringify(r)).join('\n'));
@@ -126,6 +144,7 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
     const filtered = Object.values(query).some((v) => v !== undefined);
     const of = o.project ? ` for project ${t(JSON.stringify(o.project.name))}` : '';
     out(filtered ? `No records match in ${t(where)}${of}.` : `No records in ${t(where)}${of}.`);
+    if (o.elsewhere !== undefined && !filtered) o.err(o.elsewhere);
   } else {
     out(table(records));
     if (matched > records.length) o.err(`(${records.length} of ${matched} matching records shown; raise --limit to see more)`);

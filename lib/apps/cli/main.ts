@@ -6,8 +6,8 @@ import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 
 import { pollChanges, sqliteChanges } from './changes.js';
-import { age } from './format.js';
-import { InspectRefusal, type OutputMode, type ProjectScope, inspect, recordByKey, visibleCount } from './inspect.js';
+import { age, count as counted } from './format.js';
+import { InspectRefusal, type OutputMode, type ProjectScope, callStats, inspect, recordByKey, visibleCount } from './inspect.js';
 import { parsePort, ui } from './ui.js';
 import { forTerminal as t } from '../terminal-text.js';
 import { IdempotencyError, QueryError, SqliteStore, defaultStorePath, parseQuery, projectNamespace, storeFromEnvironment, type Store } from '../library.js';
@@ -20,7 +20,11 @@ Commands:
   inspect --follow        print calls as they settle, until Ctrl-C
   clear                   delete all records (asks first, unless --yes)
   clear --key K           delete one record
-  release --key K         free a stuck pending record, so the next call runs again
+  release --key K         free a stuck pending record: the next call takes it over as a
+                          dead owner's claim, asks its reconcile option (if it has one)
+                          whether the side effect happened, and runs again only if not
+  release --key K --no-reconcile
+                          free it as failed: the next call runs again without asking
                           (check first that its side effect did not happen)
   prune                   delete expired records
   stats                   counts by status, the oldest pending record, store size
@@ -92,6 +96,7 @@ function parse(argv: string[]) {
         since: { type: 'string' },
         limit: { type: 'string' },
         follow: { type: 'boolean' },
+        'no-reconcile': { type: 'boolean' },
         port: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         help: { type: 'boolean', short: 'h' },
@@ -134,6 +139,7 @@ function parse(argv: string[]) {
   if (values.cluster && values.redis === undefined) throw new UsageError('--cluster goes with --redis');
   if (values.key !== undefined && values.key.length === 0) throw new UsageError('--key needs a non-empty key');
   if (command === 'release' && values.key === undefined) throw new UsageError('release needs --key K');
+  if (values['no-reconcile'] && command !== 'release') throw new UsageError('--no-reconcile goes with release');
   if ((command === 'prune' || command === 'stats' || command === 'migrate') && values.key !== undefined) {
     throw new UsageError(`${command} does not take --key`);
   }
@@ -165,9 +171,12 @@ type Values = ReturnType<typeof parse>['values'];
 
 type OpenedStore = {
   store: Store & Partial<SqliteStore> & { migrate?(): Promise<boolean> };
+  /** The place the CLI reads, as its messages name it (file and project, server and prefix, table). */
   where: string;
   retention: Retention;
   project?: ProjectScope;
+  /** Where else records may be when none are found here (another prefix or table). */
+  elsewhere?: string;
 };
 
 /** How expired records leave a store: said by `stats`, and by `inspect` when some are still there. */
@@ -193,7 +202,14 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
       throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
     }
     const retention: Retention = { summary: 'Redis deletes expired records itself (each record has an expiry)' };
-    return { store, where: store.path, retention };
+    // The place is the server, its database and the prefix; a Redis store keeps no projects
+    // apart (every process of an application shares its prefix), so there is no project to name.
+    const prefix = JSON.stringify(store.prefix);
+    const elsewhere =
+      `(${t(store.path)} under prefix ${t(prefix)} holds every project's records of that prefix: a RedisStore keeps no ` +
+      'projects apart. Records written under another prefix? give --prefix P: the prefix option of your RedisStore, ' +
+      'or IDEMPOTENT_TOOLS_REDIS_PREFIX)';
+    return { store, where: `${store.path} under prefix ${prefix}`, retention, elsewhere };
   }
   if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
     const { PostgresStore } = await import('../../stores/postgres-store.js');
@@ -201,7 +217,8 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
     // Inspection sees what is there: this store deletes nothing by itself (`prune` does).
     const store = new PostgresStore({ url, table: values.table, createTable: false, pruneIntervalMs: 0 });
-    return { store, where: `${store.path} table ${store.table}`, retention: PRUNE_BY_HAND };
+    const elsewhere = `(records in another table? give --table T: the table option of your PostgresStore, or IDEMPOTENT_TOOLS_POSTGRES_TABLE)`;
+    return { store, where: `${store.path} table ${store.table}`, retention: PRUNE_BY_HAND, elsewhere };
   }
   const path = values.db ?? defaultStorePath();
   if (!existsSync(path)) {
@@ -229,6 +246,19 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
   return { store, where: store.path, retention, project: { name: project, path: store.path, otherProjects } };
 }
 
+/** What `release` did, and what the next call with the key will do. */
+function releasedMessage(key: string, attempts: number, reconcile: boolean): string {
+  const fenced = 'If its old owner is still running, its result will be refused.';
+  if (!reconcile) {
+    return `Released ${t(key)} as failed: the next call with this key runs the function again (attempt ${attempts + 1}) without asking reconcile. ${fenced}`;
+  }
+  return (
+    `Released ${t(key)}: nobody holds its claim now. The next call with this key takes it over (attempt ${attempts + 1}) as it takes ` +
+    "over a dead owner's claim: it asks the function's reconcile option whether the side effect happened, and records that " +
+    `result instead of running; without reconcile (or when it answers no) the function runs again. ${fenced}`
+  );
+}
+
 async function confirm(question: string): Promise<boolean> {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
   try {
@@ -241,7 +271,7 @@ async function confirm(question: string): Promise<boolean> {
 async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void, err: (text: string) => void): Promise<void> {
   const { values, query } = parsed;
   const command = parsed.command!;
-  const { store, where, retention, project } = await openStore(values, command);
+  const { store, where, retention, project, elsewhere } = await openStore(values, command);
   let key = values.key;
   const json = values.json === true;
   const missing = () => new Refusal(`no record with key ${t(key!)} in ${t(where)}`);
@@ -252,7 +282,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         const follow = values.follow
           ? () => (store instanceof SqliteStore ? sqliteChanges(store.path) : Promise.resolve(pollChanges()))
           : undefined;
-        await inspect(store, where, { query: query!, mode, out, err, follow, project, expiredAdvice: retention.advice, countHidden: retention.advice !== undefined });
+        await inspect(store, where, { query: query!, mode, out, err, follow, project, elsewhere, expiredAdvice: retention.advice, countHidden: retention.advice !== undefined });
         return;
       }
       case 'ui': {
@@ -261,7 +291,7 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
       }
       case 'clear': {
         if (key !== undefined) {
-          key = (await recordByKey(store, where, key)).key;
+          key = (await recordByKey(store, where, key, elsewhere)).key;
           if ((await store.clear(key)) === 0) throw missing();
           out(json ? JSON.stringify({ deleted: 1 }) : `Deleted the record ${t(key)}.`);
           return;
@@ -270,31 +300,34 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
           if (!process.stdin.isTTY) {
             throw new Refusal('refusing to delete every record without --yes (standard input is not a terminal to ask on)');
           }
-          // Counted as clear() deletes: expired records that still exist included.
-          const s = store.stats ? await store.stats() : undefined;
+          // Counted as clear() deletes: expired records that still exist included (the
+          // store's key-id secret goes too, but it is not a call's record).
+          const s = await callStats(store);
           const count = s ? s.pending + s.completed + s.failed + s.expired : (await store.listRecords()).length;
-          if (!(await confirm(`Delete all ${count} records in ${t(where)}? [y/N] `))) {
+          if (!(await confirm(`Delete ${count === 1 ? 'the 1 record' : `all ${count} records`} in ${t(where)}? [y/N] `))) {
             out(json ? JSON.stringify({ deleted: 0 }) : 'Nothing deleted.');
             return;
           }
         }
         const deleted = await store.clear();
-        out(json ? JSON.stringify({ deleted }) : `Deleted ${deleted} record${deleted === 1 ? '' : 's'}.`);
+        out(json ? JSON.stringify({ deleted }) : `Deleted ${counted(deleted, 'record')}.`);
         return;
       }
       case 'release': {
-        key = (await recordByKey(store, where, key!)).key;
-        if (!(await store.release!(key))) {
+        const before = await recordByKey(store, where, key!, elsewhere);
+        key = before.key;
+        const reconcile = values['no-reconcile'] !== true;
+        if (!(await store.release!(key, { reconcile }))) {
           const r = await store.get(key!);
           if (r === null) throw missing();
           throw new Refusal(`the record ${t(key)} is ${r.status}, not pending: there is nothing to release`);
         }
-        out(json ? JSON.stringify({ released: key }) : `Released ${t(key)}: the next call with this key runs again.`);
+        out(json ? JSON.stringify({ released: key, reconcile }) : releasedMessage(key, before.attempts, reconcile));
         return;
       }
       case 'prune': {
         const deleted = await store.prune!();
-        out(json ? JSON.stringify({ deleted }) : `Deleted ${deleted} expired record${deleted === 1 ? '' : 's'}.`);
+        out(json ? JSON.stringify({ deleted }) : `Deleted ${counted(deleted, 'expired record')}.`);
         return;
       }
       case 'migrate': {
@@ -303,7 +336,8 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
         return;
       }
       case 'stats': {
-        const s = await store.stats!();
+        // Calls' records only: the store's key-id secret is the library's own.
+        const s = (await callStats(store))!;
         const others = project === undefined ? 0 : await project.otherProjects();
         if (json) {
           out(JSON.stringify(project === undefined ? s : { ...s, project: project.name, otherProjects: others }, null, 2));
@@ -317,8 +351,8 @@ async function run(parsed: ReturnType<typeof parse>, out: (text: string) => void
               ...(project === undefined
                 ? []
                 : [`project    ${t(JSON.stringify(project.name))} (what its calls see: its own records and the file's records without a project)` +
-                  (others > 0 ? `; ${others} record${others === 1 ? '' : 's'} of other projects not counted (--db ${t(project.path)} counts every project's)` : '')]),
-              `kept       ${kept} record${kept === 1 ? '' : 's'} (${s.completed} completed, ${s.pending} pending, ${s.failed} failed; ${s.expired} expired, not yet deleted)`,
+                  (others > 0 ? `; ${counted(others, 'record')} of other projects not counted (--db ${t(project.path)} counts every project's)` : '')]),
+              `kept       ${counted(kept, 'record')} (${s.completed} completed, ${s.pending} pending, ${s.failed} failed; ${s.expired} expired, not yet deleted)`,
               `completed  ${s.completed}`,
               `pending    ${s.pending} (oldest: ${oldest})`,
               `failed     ${s.failed}`,

@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 import { EventLog, buildTimeline } from './timeline.js';
-import { QueryError, findByKey, keyIdSecret, keyIdWith, matches, parseDecisionName, parseQuery, queryRecords, recentRecords, type Store } from '../library.js';
+import { QueryError, findByKey, keyIdSecret, keyIdWith, matches, parseDecisionName, parseQuery, queryRecords, recentRecords, withKeyIds, type Store } from '../library.js';
 
 export interface InspectorOptions {
   store: Store;
@@ -152,14 +152,15 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         const now = Date.now();
         // Without results: Details asks for one record's (/api/record) when it opens.
         const { records, matched } = await queryRecords(store, q, now, { withResults: false });
-        return { where, now, records, matched };
+        // Each with its keyed id, the name events, traces and `mcp --log` give it.
+        return { where, now, records: await withKeyIds(store, records), matched };
       }
       case 'GET /api/record': {
         const key = url.searchParams.get('key');
         if (key === null || key === '') throw new HttpError(400, 'give the whole key: /api/record?key=...');
         const record = await store.get(key);
         if (record === null) throw new HttpError(404, `no record with key ${key}`);
-        return { record };
+        return { record: (await withKeyIds(store, [record]))[0] };
       }
       case 'GET /api/timeline': {
         const q = filters(url);
@@ -178,16 +179,21 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       }
       case 'POST /api/release':
       case 'POST /api/clear': {
-        const { key } = await body(req);
+        const { key, reconcile } = await body(req);
         if (typeof key !== 'string' || key === '') throw new HttpError(400, 'give the whole key: {"key": "..."}');
+        if (reconcile !== undefined && typeof reconcile !== 'boolean') {
+          throw new HttpError(400, 'reconcile must be true (the default: the next call takes the claim over and asks reconcile) or false (the record becomes failed)');
+        }
         // Only a whole key here: a page's button always knows it, and a prefix must never
         // release or delete a record that the person did not see.
         const found = await findByKey(store, key);
         if (!('found' in found) || found.found.key !== key) throw new HttpError(404, `no record with key ${key}`);
         if (url.pathname === '/api/clear') return { deleted: await store.clear(key) };
         if (store.release === undefined) throw new HttpError(501, 'this store cannot release records');
-        if (!(await store.release(key))) throw new HttpError(409, `the record ${key} is ${found.found.status}, not pending: there is nothing to release`);
-        return { released: key };
+        if (!(await store.release(key, { reconcile: reconcile ?? true }))) {
+          throw new HttpError(409, `the record ${key} is ${found.found.status}, not pending: there is nothing to release`);
+        }
+        return { released: key, reconcile: reconcile ?? true };
       }
       default:
         throw new HttpError(404, `no such endpoint: ${route}`);

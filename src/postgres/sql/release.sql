@@ -1,12 +1,21 @@
--- release: an operator frees a stuck pending record. It becomes failed (the next call
--- runs) and loses its token (the stuck owner can no longer settle it); waiters are woken.
--- $1 key.  One row: released or not.
+-- release: an operator frees a stuck pending record; waiters are woken. Its token becomes
+-- 32 dashes, which no claim has, so the stuck owner can no longer renew or settle it.
+-- With $2 true (reconcile, the default) it stays pending with its lease run out: a claim
+-- nobody holds, which the next call takes over as it takes over a dead owner's (acquire:
+-- attempts + 1, taken over, reconcile asked). With $2 false it becomes failed: the next
+-- call runs.
+-- $1 key  $2 reconcile.  One row: released or not.
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
 ), released AS (
   UPDATE {table} AS r
-  SET status = 'failed', token = NULL, settled_token = NULL, lease_expires_at = NULL, updated_at = now.ms,
-      error = '{"name":"Released","message":"released by an operator"}'
+  SET status = CASE WHEN $2::boolean THEN 'pending' ELSE 'failed' END,
+      token = CASE WHEN $2::boolean THEN '--------------------------------' END,
+      settled_token = NULL,
+      lease_expires_at = CASE WHEN $2::boolean THEN now.ms END,
+      updated_at = now.ms,
+      error = CASE WHEN $2::boolean THEN r.error
+                   ELSE '{"name":"Released","message":"released by an operator"}' END
   FROM now
   WHERE r.key = $1::text AND r.status = 'pending'
   RETURNING r.key, r.watched

@@ -77,10 +77,10 @@ function confirmAction(text, detail) {
 
 async function act(kind, r) {
   const text = kind === 'release'
-    ? `Release the pending record of "${r.name}"? The next call with this key runs it again.`
+    ? `Release the pending record of "${r.name}"? The next call with this key takes it over and asks its reconcile option whether the side effect happened; without reconcile, it runs again.`
     : `Delete the record of "${r.name}"? The next call with this key runs it again.`;
   const detail = kind === 'release'
-    ? `Check first that its side effect did not happen. Key: ${r.key}`
+    ? `If its owner is still running, its result will be refused. Key: ${r.key}`
     : `Key: ${r.key}`;
   if (!(await confirmAction(text, detail))) return;
   let failure = '';
@@ -114,6 +114,7 @@ function detailRow(listed) {
   const meta = r.meta || {};
   const lines = [
     ['key', r.key],
+    ['keyed id', r.keyId ?? listed.keyId],
     ['created', new Date(r.createdAt).toISOString()],
     ['updated', new Date(r.updatedAt).toISOString()],
     ['expires', r.expiresAt == null ? 'never' : new Date(r.expiresAt).toISOString()],
@@ -140,8 +141,10 @@ function renderRecords({ records, matched, where, now }) {
       el('button', { type: 'button', class: 'details', onclick: () => { expanded.has(r.key) ? expanded.delete(r.key) : expanded.add(r.key); renderRecords({ records, matched, where, now }); } }, 'Details'));
     if (r.status === 'pending') actions.append(el('button', { type: 'button', class: 'release danger', onclick: () => act('release', r) }, 'Release'));
     actions.append(el('button', { type: 'button', class: 'clear danger', onclick: () => act('clear', r) }, 'Clear'));
-    rows.push(el('tr', { dataset: { key: r.key, status: r.status } },
-      el('td', { class: 'key', title: r.key }, short),
+    // The keyed id under the key: the name events, traces and `mcp --log` give the record.
+    const id = r.keyId ? el('span', { class: 'kid' }, r.keyId) : '';
+    rows.push(el('tr', { dataset: { key: r.key, status: r.status, keyId: r.keyId ?? '' } },
+      el('td', { class: 'key', title: r.keyId ? `${r.key}\nkeyed id: ${r.keyId}` : r.key }, short, id),
       el('td', {}, r.name),
       el('td', {}, el('span', { class: `status ${statusLabel(r)}` }, statusLabel(r))),
       el('td', {}, r.meta?.scope ?? ''),
