@@ -12,8 +12,8 @@
 // The seed is printed first: the same seed repeats the nemesis's choices and the
 // workers' (not the machine's timing, so a repeat is close, not exact). Redis runs are on
 // a redis-server of the campaign's own (free port, append-only file); Postgres runs on
-// --postgres (default $IDEMPOTENT_TOOLS_TEST_PG, $DATABASE_URL, or
-// postgres://postgres@127.0.0.1:5432/postgres) in a table of their own, dropped at the end.
+// --postgres (default $IDEMPOTENT_TOOLS_TEST_PG, or the tests' server,
+// postgres://postgres@127.0.0.1:5432/pg_helper) in a table of their own, dropped at the end.
 //
 // Exit status: 0 when the run came out as expected (CLEAN; with --control naive: violations
 // found), 1 when not, 2 when the harness itself failed. The ledger is kept (its folder is
@@ -45,7 +45,7 @@ const { values } = parseArgs({
     keys: { type: 'string', default: '20' },
     lanes: { type: 'string', default: '4' },
     control: { type: 'string' },
-    postgres: { type: 'string', default: process.env.IDEMPOTENT_TOOLS_TEST_PG || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres' },
+    postgres: { type: 'string', default: process.env.IDEMPOTENT_TOOLS_TEST_PG || 'postgres://postgres@127.0.0.1:5432/pg_helper' },
     keep: { type: 'boolean', default: false },
   },
 });
