@@ -24,8 +24,8 @@ async function scene(kind: (typeof NETWORK)[number]) {
   return s;
 }
 
-/** What marks a new call's claim going up: Redis's SET NX GET; on Postgres, the next request. */
-const CLAIM: Record<string, string | undefined> = { redis: '\r\nSET\r\n', 'redis-tokio': '\r\nSET\r\n', postgres: undefined };
+/** A new call's claim is the first request that names its key (Redis's SET NX GET, Postgres's Bind of the claim statement). */
+const KEY = 'the-claimed-key';
 
 /**
  * Once a request matching `match` has gone up, the reply that comes back for it is never
@@ -49,14 +49,14 @@ describe.each(NETWORK)('%s: connections dropped', (kind) => {
     const a = s.caller('a');
     const b = s.caller('b', { via: 'direct' });
     await a.call('warm-up');
-    const cut = atReply(s, (conn) => conn.reset(), CLAIM[kind]);
-    const got = await a.untilResult('k');
+    const cut = atReply(s, (conn) => conn.reset(), KEY);
+    const got = await a.untilResult(KEY);
     await cut;
-    const fromB = await b.call('k');
+    const fromB = await b.call(KEY);
     const v = await s.verdict();
-    expect(v.runs('k'), v.text).toHaveLength(1);
-    expect(got[got.length - 1], v.text).toEqual({ run: v.runs('k')[0] });
-    expect(fromB).toEqual({ run: v.runs('k')[0] });
+    expect(v.runs(KEY), v.text).toHaveLength(1);
+    expect(got[got.length - 1], v.text).toEqual({ run: v.runs(KEY)[0] });
+    expect(fromB).toEqual({ run: v.runs(KEY)[0] });
     expect(v.clean, v.text).toBe(true);
   });
 
@@ -65,13 +65,13 @@ describe.each(NETWORK)('%s: connections dropped', (kind) => {
       const s = await scene(kind);
       const a = s.caller('a');
       await a.call('warm-up');
-      const closed = s.onNextRequest((conn) => conn.halfClose(dir), CLAIM[kind]);
-      const got = await a.untilResult('k');
+      const closed = s.onNextRequest((conn) => conn.halfClose(dir), KEY);
+      const got = await a.untilResult(KEY);
       await closed;
       for (const g of got.slice(0, -1)) expect(['STORE_ERROR', 'DUPLICATE_IN_FLIGHT']).toContain(g.error?.code);
       const v = await s.verdict({ hangBoundMs: 15_000 });
-      expect(v.runs('k'), v.text).toHaveLength(1);
-      expect(got[got.length - 1], v.text).toEqual({ run: v.runs('k')[0] });
+      expect(v.runs(KEY), v.text).toHaveLength(1);
+      expect(got[got.length - 1], v.text).toEqual({ run: v.runs(KEY)[0] });
       expect(v.clean, v.text).toBe(true);
     });
   }

@@ -107,6 +107,9 @@ export class Scene {
       viaProxy.hostname = '127.0.0.1';
       viaProxy.port = String(proxy.port);
       viaProxy.searchParams.set('application_name', application);
+      // In clear text, so a test can tell a claim from other requests at the proxy (a fault
+      // on the TCP stream is the same fault under TLS).
+      viaProxy.searchParams.set('sslmode', 'disable');
       const scene = new Scene(kind, proxy, undefined, { store: kind, url: viaProxy.toString(), table, application }, { store: kind, url: PG_URL, table });
       // The table exists before the callers race to make it.
       await scene.direct().get('faults:warm-up');

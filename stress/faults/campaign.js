@@ -98,6 +98,7 @@ async function main() {
     u.port = String(proxy.port);
     u.hostname = '127.0.0.1';
     u.searchParams.set('application_name', application);
+    u.searchParams.set('sslmode', 'disable'); // the proxy sees the protocol (its cut-reply fault counts bytes of it)
     url = u.toString();
   }
   const config = {
