@@ -29,10 +29,12 @@
 // with a stack on stderr); --verify LOG [--finals F.json] checks a kept or made-up log.
 
 const { spawn } = require('node:child_process');
-const { appendFileSync, closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } = require('node:fs');
+const { appendFileSync, mkdtempSync, readFileSync, rmSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const { join } = require('node:path');
 const { parseArgs } = require('node:util');
+
+const { eachLine } = require('./faults/ledger');
 
 const ROOT = join(__dirname, '..');
 const lib = require(ROOT);
@@ -120,25 +122,6 @@ const EFFECT = /^effect (g\d+-k\d+) (\d+) (raise|block|retry|final) (\S+)$/;
 const RECORDED = /^recorded (g\d+-k\d+) (\d+)$/;
 const LOST = /^lost (g\d+-k\d+) (\d+)$/;
 const KILLED = /^killed (\d+)$/;
-
-/** Calls `fn` with each line of the file, reading it in pieces (a long run's log is GBs). */
-function eachLine(file, fn) {
-  const fd = openSync(file, 'r');
-  const buffer = Buffer.alloc(1 << 20);
-  let rest = '';
-  try {
-    for (;;) {
-      const n = readSync(fd, buffer, 0, buffer.length, null);
-      if (n === 0) break;
-      const lines = (rest + buffer.toString('utf8', 0, n)).split('\n');
-      rest = lines.pop();
-      for (const line of lines) fn(line);
-    }
-    if (rest !== '') fn(rest);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /**
  * Checks the log. `finals`: the store's final records, key -> { by, attempt } (the result

@@ -1,0 +1,287 @@
+#!/usr/bin/env node
+'use strict';
+// A fault campaign: worker processes call a few keys through the library (or, with
+// --control naive, through a naive get-then-run-then-set wrapper) while the nemesis
+// (nemesis.js) kills and stops them and breaks their store's connections and server; at
+// the end the checker (checker.js) reads the ledger and prints one verdict line.
+//
+//   node stress/faults/campaign.js --store sqlite|redis|redis-tokio|postgres
+//        [--seconds 30] [--seed N] [--workers 4] [--keys 20] [--lanes 4]
+//        [--control naive] [--postgres URL] [--keep]
+//
+// The seed is printed first: the same seed repeats the nemesis's choices and the
+// workers' (not the machine's timing, so a repeat is close, not exact). Redis runs are on
+// a redis-server of the campaign's own (free port, append-only file); Postgres runs on
+// --postgres (default $IDEMPOTENT_TOOLS_TEST_PG, or the tests' server,
+// postgres://postgres@127.0.0.1:5432/pg_helper) in a table of their own, dropped at the end.
+//
+// Exit status: 0 when the run came out as expected (CLEAN; with --control naive: violations
+// found), 1 when not, 2 when the harness itself failed. The ledger is kept (its folder is
+// printed) when the verdict is not the expected one, or with --keep; check it again with
+// `node stress/faults/checker.js <folder>/ledger --finals <folder>/finals.json`.
+
+const { spawn } = require('node:child_process');
+const { randomInt } = require('node:crypto');
+const { mkdirSync, mkdtempSync, rmSync, writeFileSync } = require('node:fs');
+const { tmpdir } = require('node:os');
+const { join } = require('node:path');
+const { parseArgs } = require('node:util');
+
+const { FaultProxy, createRandom, deriveSeed } = require('./proxy');
+const { Ledger, now, readLedger } = require('./ledger');
+const { Nemesis } = require('./nemesis');
+const { RedisProcess } = require('./servers');
+const { check, details, verdictLine } = require('./checker');
+
+const STORES = ['sqlite', 'redis', 'redis-tokio', 'postgres'];
+const ROOT = join(__dirname, '..', '..');
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string', default: 'sqlite' },
+    seconds: { type: 'string', default: '30' },
+    seed: { type: 'string' },
+    workers: { type: 'string', default: '4' },
+    keys: { type: 'string', default: '20' },
+    lanes: { type: 'string', default: '4' },
+    control: { type: 'string' },
+    postgres: { type: 'string', default: process.env.IDEMPOTENT_TOOLS_TEST_PG || 'postgres://postgres@127.0.0.1:5432/pg_helper' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+
+function positiveInt(name, text) {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number >= 1, not "${text}"`);
+  return n;
+}
+
+async function main() {
+  const store = values.store;
+  if (!STORES.includes(store)) throw new Error(`--store must be one of ${STORES.join(', ')}, not "${store}"`);
+  if (values.control !== undefined && values.control !== 'naive') throw new Error(`--control takes "naive" (the only control), not "${values.control}"`);
+  const seconds = positiveInt('seconds', values.seconds);
+  const workerCount = positiveInt('workers', values.workers);
+  const keys = positiveInt('keys', values.keys);
+  const lanes = positiveInt('lanes', values.lanes);
+  const seed = values.seed === undefined ? randomInt(2 ** 31) : Number(values.seed);
+  if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a whole number >= 0, not "${values.seed}"`);
+  const control = values.control === 'naive';
+  const label = `faults ${store}${control ? ' (control: naive)' : ''} seed=${seed}`;
+  console.log(`${label}: ${seconds} s, ${workerCount} workers x ${lanes} lanes, ${keys} keys; repeat with: ` +
+    `node stress/faults/campaign.js --store ${store} --seed ${seed} --seconds ${seconds} --workers ${workerCount} --keys ${keys} --lanes ${lanes}${control ? ' --control naive' : ''}`);
+
+  const random = createRandom(seed);
+  const dir = mkdtempSync(join(tmpdir(), 'idempotent-tools-faults-'));
+  const ledgerDir = join(dir, 'ledger');
+  mkdirSync(ledgerDir);
+  const ledger = new Ledger(ledgerDir, 'conductor');
+  const tag = `${process.pid}_${Date.now()}`;
+  const leases = [300, 600, 1000];
+  const leaseMaxMs = Math.max(...leases);
+
+  // The server, and the proxy every worker's connections go through.
+  let redis;
+  let proxy;
+  let url;
+  let adminPg;
+  const table = `faults_${tag}`;
+  const application = `idt-faults-${tag}`;
+  if (store === 'redis' || store === 'redis-tokio') {
+    redis = await RedisProcess.start();
+    proxy = await FaultProxy.start({ target: { host: '127.0.0.1', port: redis.port }, seed: deriveSeed(seed, 1) });
+    url = proxy.url('redis://127.0.0.1:%PORT%/0');
+  } else if (store === 'postgres') {
+    adminPg = values.postgres;
+    const u = new URL(adminPg);
+    proxy = await FaultProxy.start({ target: { host: u.hostname, port: Number(u.port || 5432) }, seed: deriveSeed(seed, 1) });
+    u.port = String(proxy.port);
+    u.hostname = '127.0.0.1';
+    u.searchParams.set('application_name', application);
+    u.searchParams.set('sslmode', 'disable'); // the proxy sees the protocol (its cut-reply fault counts bytes of it)
+    url = u.toString();
+  }
+  const config = {
+    store,
+    control: control ? 'naive' : undefined,
+    dir: ledgerDir,
+    db: join(dir, 'store.db'),
+    url,
+    prefix: `faults:${tag}:`,
+    table,
+    seed,
+    keys,
+    lanes,
+    leases,
+    modes: ['block', 'raise'],
+    pollTimeoutMs: 3000,
+    connectTimeoutMs: 1000,
+    commandTimeoutMs: 1500,
+    runMs: [5, 150],
+    declineRate: 0.05,
+    rotateMs: 1000,
+    t0: now(),
+  };
+
+  // The store as the conductor sees it (no proxy): makes the Postgres table before the
+  // workers race to, and reads the final records.
+  const lib = require(ROOT);
+  const direct = openDirect(lib, config, redis, adminPg);
+  if (store === 'postgres') await direct.get('faults:warm-up');
+
+  // The workers.
+  const live = new Set();
+  const exits = [];
+  let spawned = 0;
+  const workers = {
+    running: () => [...live],
+    spawn() {
+      const who = `w${++spawned}`;
+      const child = spawn(process.execPath, [join(__dirname, 'worker.js'), JSON.stringify({ ...config, who })], {
+        stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+      });
+      const w = { who, child, ready: false, stopped: false, killed: false };
+      live.add(w);
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      exits.push(new Promise((resolve) => child.on('close', (code, signal) => {
+        live.delete(w);
+        ledger.write({ ev: 'worker-exit', worker: who, code, signal, ours: w.killed });
+        if (!w.killed && (code !== 0 || signal !== null)) {
+          ledger.write({ ev: 'worker-crash', worker: who, how: `exit ${code ?? signal}${stderr ? `, stderr: ${stderr.trim().split('\n').slice(0, 4).join(' | ')}` : ''}` });
+        }
+        resolve();
+      })));
+      // Killing a worker still loading tests nothing: the nemesis leaves it alone for a second.
+      w.readyAt = now() + 1000;
+      return w;
+    },
+    async kill(w) {
+      if (w.child.exitCode !== null || w.child.signalCode !== null) return;
+      w.killed = true;
+      const gone = new Promise((r) => w.child.once('exit', r));
+      w.child.kill('SIGKILL');
+      await gone;
+      // Written after the exit: whatever the victim did, it did before this line.
+      ledger.write({ ev: 'kill', worker: w.who });
+      workers.spawn();
+    },
+    stop(w) {
+      w.stopped = true;
+      w.child.kill('SIGSTOP');
+      ledger.write({ ev: 'stop', worker: w.who });
+    },
+    cont(w) {
+      w.child.kill('SIGCONT');
+      w.stopped = false;
+      ledger.write({ ev: 'cont', worker: w.who });
+    },
+  };
+  for (let i = 0; i < workerCount; i++) workers.spawn();
+  const readiness = setInterval(() => {
+    for (const w of live) if (!w.ready && now() >= w.readyAt) w.ready = true;
+  }, 100);
+
+  const nemesis = new Nemesis({
+    random: createRandom(deriveSeed(seed, 2)),
+    ledger,
+    workers,
+    store,
+    leaseMaxMs,
+    proxy,
+    redis,
+    postgres: adminPg ? { adminUrl: adminPg, application } : undefined,
+  });
+  const until = now() + seconds * 1000;
+  ledger.write({ ev: 'nemesis-start', until });
+  await nemesis.run(until);
+  clearInterval(readiness);
+
+  // Stop: every worker resumed and asked to finish its calls; one that does not exit
+  // within the bound is a hang (and is killed).
+  const hangBoundMs = 25_000;
+  for (const w of live) {
+    if (w.stopped) workers.cont(w);
+    if (w.child.connected) w.child.send('stop');
+  }
+  const asked = now();
+  const waited = await Promise.race([Promise.all(exits).then(() => true), new Promise((r) => setTimeout(() => r(false), hangBoundMs + 5000).unref())]);
+  if (!waited) {
+    for (const w of [...live]) {
+      ledger.write({ ev: 'worker-hung', worker: w.who, waitedMs: now() - asked });
+      w.killed = true;
+      w.child.kill('SIGKILL');
+    }
+    await Promise.all(exits);
+  }
+
+  // The store's final records, for every key the ledger names.
+  const { entries } = readLedger(ledgerDir);
+  const used = [...new Set(entries.filter((e) => e.ev === 'call').map((e) => e.key))];
+  const finals = {};
+  for (const key of used) {
+    const r = await direct.get(key);
+    if (r) finals[key] = { status: r.status, run: r.result?.run };
+  }
+  writeFileSync(join(dir, 'finals.json'), JSON.stringify(finals));
+  ledger.close();
+
+  const { entries: all, torn } = readLedger(ledgerDir);
+  const result = check(all, { finals, hangBoundMs });
+  // The transport each Redis worker really used (worker.js, usesTokio).
+  const told = all.filter((e) => e.ev === 'transport' && e.tokio !== undefined);
+  const wrong = told.filter((e) => e.tokio !== (store === 'redis-tokio'));
+  if (wrong.length > 0) {
+    throw new Error(`--store ${store}: workers ${wrong.map((e) => e.worker).join(', ')} used the ${store === 'redis-tokio' ? 'loop' : 'Tokio'} transport (see tokioRedisStore in worker.js)`);
+  }
+  console.log(verdictLine(label, result) + (torn ? ` (${torn} lines torn by kills, ignored)` : '') + `; workers: ${spawned}`);
+  const lines = details(result);
+  for (const line of lines) console.log(line);
+  console.log(`  nemesis: ${Object.entries(nemesis.counts).map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing'}`);
+  const expected = control ? !result.clean : result.clean;
+  if (control) console.log(result.clean ? `${label}: CONTROL NOT CAUGHT: the checker found nothing wrong with the naive wrapper` : `${label}: control caught (${result.violations.length} violations, as it must)`);
+
+  await direct.close?.();
+  await cleanUp({ store, direct, redis, proxy, adminPg, table });
+  if (expected && !values.keep) rmSync(dir, { recursive: true, force: true });
+  else console.log(`  kept the ledger: ${dir} (node stress/faults/checker.js ${ledgerDir} --finals ${join(dir, 'finals.json')})`);
+  return expected ? 0 : 1;
+}
+
+/** The store (or the naive control's table) straight to the server, for setup and finals. */
+function openDirect(lib, config, redis, adminPg) {
+  if (config.control === 'naive') {
+    const naive = require('./naive');
+    if (config.store === 'postgres') return naive.postgresTable(adminPg, `${config.table}_naive`);
+    if (redis) return naive.redisTable(redis.url, config.prefix);
+    return naive.fileTable(join(config.dir, 'naive-records'));
+  }
+  switch (config.store) {
+    case 'sqlite':
+      return new lib.SqliteStore({ path: config.db });
+    case 'postgres':
+      return new lib.PostgresStore({ url: adminPg, table: config.table, pruneIntervalMs: 0 });
+    default:
+      return new lib.RedisStore({ url: redis.url, prefix: config.prefix });
+  }
+}
+
+async function cleanUp({ store, redis, proxy, adminPg, table }) {
+  await proxy?.close();
+  await redis?.stop();
+  if (store === 'postgres') {
+    const { Client } = require('pg');
+    const client = new Client({ connectionString: adminPg });
+    await client.connect();
+    await client.query(`DROP TABLE IF EXISTS "${table}", "${table}_naive"`);
+    await client.end();
+  }
+}
+
+main().then(
+  (status) => process.exit(status),
+  (err) => {
+    console.error(`faults campaign: ${err.stack ?? err}`);
+    process.exit(2);
+  },
+);
