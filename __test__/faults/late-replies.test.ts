@@ -34,6 +34,7 @@ describe.each(NETWORK)('%s: replies held past the lease', (kind) => {
     const held = s.onNextRequest((conn) => conn.hold('down'));
     const late = a.call('k');
     const conn = await held;
+    await s.claimed('k');
     // B finds A's claim, waits out its lease (A cannot renew: it never got its token), takes over.
     const fromB = await b.call('k');
     expect(fromB.run, JSON.stringify(fromB)).toMatch(/^b\./);
@@ -56,6 +57,7 @@ describe.each(NETWORK)('%s: replies held past the lease', (kind) => {
     const up = s.onNextRequest(() => s.proxy.all.hold('down'));
     const late = keys.map((k) => a.call(k));
     await up;
+    for (const k of keys) await s.claimed(k);
     // B takes each key over in turn (the first after waiting out A's lease).
     const fromB = [];
     for (const k of keys) fromB.push(await b.call(k));

@@ -59,7 +59,13 @@ describe('postgres: backends terminated mid-settle', () => {
     const b = s.caller('b', { via: 'direct' });
     const v0 = await s.verdict();
     expect(await b.call('k')).toEqual({ run: v0.runs('k')[0] }); // it was recorded
-    expect(got.error?.code, JSON.stringify(got)).toBe('STORE_ERROR');
+    if (got.error === undefined) {
+      // A connection the terminations missed still read the record back: the true result.
+      expect(got).toEqual({ run: v0.runs('k')[0] });
+    } else {
+      expect(got.error.code, JSON.stringify(got)).toBe('STORE_ERROR');
+      expect(got.error.message).toMatch(/whether its result was recorded is unknown/);
+    }
     const v = await s.verdict();
     expect(v.clean, v.text).toBe(true);
   });

@@ -55,6 +55,8 @@ describe.each(REDIS)('%s: the server restarted between run and settle', (kind) =
     g.open();
     const fromA = await call;
     expect(fromA.error?.code, JSON.stringify(fromA)).toBe('LEASE_LOST');
+    // What was seen: the record went away, not "another call took it over".
+    expect(fromA.error?.message).toMatch(/record of its key .*went away/);
     const fromB = await b.call('k');
     expect(fromB.run).toMatch(/^b\./);
     const v = await s.verdict();

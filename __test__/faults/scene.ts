@@ -282,6 +282,12 @@ export class Scene {
     this.ledger.write({ ev: 'cont', worker: who });
   }
 
+  /** Polls the record until a claim of `key` is on the server (the request passing the proxy is not yet the claim made). */
+  async claimed(key: string): Promise<void> {
+    const store = this.direct();
+    while ((await store.get(key))?.status !== 'pending') await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
   /** Polls the record (no sleep in place of an event: the lease's end is the server's to say). */
   async leaseOver(key: string): Promise<void> {
     const store = this.direct();

@@ -454,10 +454,14 @@ async function record<A extends unknown[], R>(
   if (settled.state === 'fenced') {
     if (!lease.lost) emit('lease-lost', { attempts });
     throw new LeaseLostError(
-      `idempotent-tools: "${c.name}" ran, but meanwhile another call took its ${keyInMessage(call)} over ` +
-        '(its lease ran out, or a \'retry\' call claimed it), so this result was not recorded: the stored outcome is ' +
-        'the other call\'s. The side effect may have happened twice; this run\'s result is in error.result. ' +
-        'Call again to get the recorded outcome',
+      settled.gone
+        ? `idempotent-tools: "${c.name}" ran, but meanwhile the record of its ${keyInMessage(call)} went away (cleared, or lost ` +
+            'by the store: a Redis restart without persistence, a failover), so this result was not recorded. This run\'s ' +
+            'result is in error.result; the next call with this key runs again'
+        : `idempotent-tools: "${c.name}" ran, but meanwhile another call took its ${keyInMessage(call)} over ` +
+            '(its lease ran out, or a \'retry\' call claimed it), so this result was not recorded: the stored outcome is ' +
+            'the other call\'s. The side effect may have happened twice; this run\'s result is in error.result. ' +
+            'Call again to get the recorded outcome',
       { key, result: value },
     );
   }

@@ -67,7 +67,8 @@ function wellFormedError(error: RecordError): RecordError {
  */
 export type Settled =
   | { state: 'recorded' }
-  | { state: 'fenced' }
+  /** Refused: another claim holds the record, or (`gone`) the record was no longer there. */
+  | { state: 'fenced'; gone?: boolean }
   | { state: 'unknown'; error: unknown; seen: 'pending' | 'unreadable' };
 
 /**
@@ -107,6 +108,7 @@ export async function settle(
   const giveUpAt = performance.now() + Math.max(leaseMs, 1000);
   let delay = 20;
   /** What the record says about this claim's settle: done, refused, or not yet (undefined: could not read it). */
+  let gone = false;
   const look = async (): Promise<Settled['state'] | 'pending' | undefined> => {
     let record: IdempotencyRecord | null;
     try {
@@ -114,6 +116,7 @@ export async function settle(
     } catch {
       return undefined;
     }
+    gone = record === null;
     if (record === null || record.attempts !== attempts || record.fingerprint !== fingerprint) return 'fenced';
     if (record.status === settledStatus) return 'recorded';
     return record.status === 'pending' ? 'pending' : 'fenced';
@@ -123,7 +126,8 @@ export async function settle(
       // A store that refuses a lone surrogate in the error text still gets a `failed` record.
       const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
       if (await store[op](req)) return { state: 'recorded' };
-      if (attempt === 1) return { state: 'fenced' };
+      // Refused (rare): one read says why, so the caller is told what was seen.
+      if (attempt === 1) return (await look()) === 'recorded' ? { state: 'recorded' } : { state: 'fenced', gone };
       // Refused after an attempt that errored: the refusal may be that attempt's own write,
       // applied after all (a reply that timed out). The record tells; when it cannot be
       // read, nobody has seen another call take it over, so the outcome is unknown.
@@ -131,11 +135,12 @@ export async function settle(
       if (seen === undefined) {
         return { state: 'unknown', error: new Error(`the store refused the ${op} sent again`), seen: 'unreadable' };
       }
-      return { state: seen === 'recorded' ? 'recorded' : 'fenced' };
+      return seen === 'recorded' ? { state: 'recorded' } : { state: 'fenced', gone };
     } catch (err) {
       emit('store-error', { error: err });
       const seen = await look();
-      if (seen === 'recorded' || seen === 'fenced') return { state: seen };
+      if (seen === 'recorded') return { state: 'recorded' };
+      if (seen === 'fenced') return { state: 'fenced', gone };
       if (lease.lost) return { state: 'fenced' };
       // Retried for as long as the claim is ours by this process's own record of its last
       // claim or renewal (renewals may fail meanwhile, for the same cause): the last try

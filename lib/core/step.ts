@@ -252,9 +252,12 @@ async function settleStep(
   }
   if (settled.state === 'fenced') {
     throw new LeaseLostError(
-      `idempotent-tools: step ${self.name} ran, but meanwhile another run of the call took the step over (this run's ` +
-        'lease ran out), so this result was not recorded: the stored outcome is the other run\'s. The step\'s side ' +
-        'effect may have happened twice; run the call again to get the recorded outcome',
+      settled.gone
+        ? `idempotent-tools: step ${self.name} ran, but meanwhile its record went away (cleared, or lost by the store), so ` +
+            'this result was not recorded; the next run of the call does the step again'
+        : `idempotent-tools: step ${self.name} ran, but meanwhile another run of the call took the step over (this run's ` +
+            'lease ran out), so this result was not recorded: the stored outcome is the other run\'s. The step\'s side ' +
+            'effect may have happened twice; run the call again to get the recorded outcome',
       { key: self.key, result: outcome.value },
     );
   }

@@ -24,21 +24,18 @@ function openStore(config) {
 }
 
 /**
- * A RedisStore on the Tokio transport, under Node. There is no switch for it (the loop
- * transport is chosen for every plain redis:// URL under Node: lib/stores/redis-store.ts,
- * underNode()); what exists is that choice's test, made once in the constructor: a
- * runtime with `Bun` on globalThis gets the Tokio transport. So `Bun` is there for the
- * constructor's length and gone after. (An internal option would be cleaner: asked for.)
+ * A RedisStore on the Tokio transport, under Node: `IDEMPOTENT_TOOLS_REDIS_TRANSPORT=tokio`
+ * (internal, lib/stores/redis-store.ts) is read when a store is made, so it is set for the
+ * constructor's length only.
  */
 function tokioRedisStore(options) {
-  const had = Object.prototype.hasOwnProperty.call(globalThis, 'Bun');
-  const before = globalThis.Bun;
-  globalThis.Bun = {};
+  const before = process.env.IDEMPOTENT_TOOLS_REDIS_TRANSPORT;
+  process.env.IDEMPOTENT_TOOLS_REDIS_TRANSPORT = 'tokio';
   try {
     return new lib.RedisStore(options);
   } finally {
-    if (had) globalThis.Bun = before;
-    else delete globalThis.Bun;
+    if (before === undefined) delete process.env.IDEMPOTENT_TOOLS_REDIS_TRANSPORT;
+    else process.env.IDEMPOTENT_TOOLS_REDIS_TRANSPORT = before;
   }
 }
 
