@@ -23,11 +23,11 @@ import { pace } from './pacing.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
 import { type Lease, keepLease } from './lease.js';
-import { WRAPS, claimName } from './names.js';
+import { WRAPS, claimName, followDefault, placeOf } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle } from './settle.js';
-import { defaultStore, defaultStoreGeneration } from '../stores/default-store.js';
+import { defaultStore, defaultStoreGeneration, defaultStorePlace } from './default-store.js';
 import { type AcquireResult, type IdempotencyRecord, type RecordMeta, REPLAY_DERIVED, type ReplayDerived, type Store, replayedAnswer } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
@@ -75,7 +75,12 @@ export function idempotent<A extends unknown[], R>(
   const config = resolveOptions<A>(fn, options);
   // A wrapper built on this one (idempotentTx) names the user's own function.
   const own = (options as { [WRAPS]?: unknown } | undefined)?.[WRAPS];
-  claimName(typeof own === 'function' ? own : fn, config.name, config.store);
+  const named = typeof own === 'function' ? own : fn;
+  // The name is taken where the records go: without `store`, where the default store's
+  // records live (the same registry as a wrapper given that store itself).
+  let claimedOn = config.store !== undefined ? placeOf(config.store) : defaultStorePlace();
+  claimName(named, config.name, claimedOn);
+  if (config.store === undefined) followDefault(named, config.name);
   // Without `store`: the default store, looked up at the first call, and again after a
   // setDefaultStore (a generation count, so the hot path reads no environment).
   let store = config.store;
@@ -84,7 +89,15 @@ export function idempotent<A extends unknown[], R>(
     if (config.store !== undefined) return config.store;
     const generation = defaultStoreGeneration();
     if (store === undefined || seen !== generation) {
-      store = defaultStore();
+      const next = defaultStore();
+      // The default moved (setDefaultStore, or another environment): the name must be
+      // free there too, before anything runs.
+      const place = placeOf(next);
+      if (place !== claimedOn) {
+        claimName(named, config.name, place);
+        claimedOn = place;
+      }
+      store = next;
       seen = generation;
     }
     return store;

@@ -19,9 +19,12 @@ import { createHash } from 'node:crypto';
 
 import { running } from '../core/call-context.js';
 import { Unencodable, canonicalJson } from '../core/canonical.js';
+import { defaultStore } from '../core/default-store.js';
 import { ToolSuspended, markAborted } from '../core/control-flow.js';
 import { approvalArgsFingerprint } from '../core/approvals.js';
-import { defaultStore } from '../stores/default-store.js';
+// The environment's choice of default store, registered with core/ as it loads: a helper
+// made without `store` (and recordApproval) may be the first thing an application imports.
+import '../stores/default-store.js';
 import { KeyMismatchError } from '../core/errors.js';
 import { type IdempotencyEvent, publish } from '../core/events.js';
 import { type IdempotentFunction, idempotent } from '../core/idempotent.js';
@@ -330,7 +333,8 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     }
     const reported = approvals?.reported ? await approvals.reported(input as I, frameworkArgs as Rest, site) : [];
     return checkApproval(
-      (rest.store as Store | undefined) ?? defaultStore(),
+      // The store of the call being checked (its record is there): the given one, or the default it resolved to.
+      running.getStore()?.store ?? (rest.store as Store | undefined) ?? defaultStore(),
       { scope: site.approvalScope ?? site.conversation ?? site.scope, turn: site.turn ?? null, toolCallId: site.toolCallId, toolName, argsFingerprint, executionScope: site.scope },
       reported,
       {
