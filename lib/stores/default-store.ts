@@ -24,6 +24,9 @@ import { projectNamespace } from './project.js';
 import { RedisStore, redisPlace } from './redis-store.js';
 import { SqliteStore, defaultStorePath, sqlitePlace } from './sqlite-store.js';
 
+// Where they were before core/ owned them: modules that import them from here keep working.
+export { defaultStore, defaultStoreGeneration, setDefaultStore } from '../core/default-store.js';
+
 /** Which store the environment names, before it is opened. */
 export type StoreChoice =
   | { kind: 'redis'; url: string; prefix?: string }
