@@ -20,6 +20,7 @@ import {
 import { InexactStringError } from './exact-strings.js';
 import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
+import { checkCallKey } from './reserved.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
 import { type Lease, keepLease } from './lease.js';
@@ -118,6 +119,7 @@ function checkKey(key: unknown, where: string): asserts key is string {
   if (typeof key !== 'string' || key.length === 0) {
     throw new TypeError(`idempotent-tools: ${where} must be a non-empty string, not ${key === '' ? 'an empty string' : typeof key}`);
   }
+  checkCallKey(key, where); // the package's own records (the keyed-id secret, approvals) are not calls
 }
 
 function encodeOrThrow<V>(value: V, encode: (value: V) => string, root: string, name: string): string {

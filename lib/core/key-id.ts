@@ -39,6 +39,25 @@ export function isKeyIdSecretRecord(r: Pick<IdempotencyRecord, 'key' | 'name'>):
   return r.key === KEY_ID_SECRET_KEY && r.name === KEY_ID_SECRET_KEY;
 }
 
+let secretFingerprint: string | undefined;
+/** The fingerprint the secret's own record is claimed with (its name, no arguments). */
+function keyIdSecretFingerprint(): string {
+  return (secretFingerprint ??= native.fingerprint(KEY_ID_SECRET_KEY, null));
+}
+
+/**
+ * The secret a record holds, when the record is the secret's own: completed at the
+ * reserved key, under the secret's name and fingerprint, its result 64 hex digits. Any
+ * other record there (written through the store interface by other means, by a version
+ * that let calls use the key) is not a secret, whatever it holds: were it read, whoever
+ * wrote it could reverse the keyed ids in traces.
+ */
+export function secretOf(r: Pick<IdempotencyRecord, 'key' | 'name' | 'status' | 'result' | 'fingerprint'> | null): string | null {
+  if (r === null || r.key !== KEY_ID_SECRET_KEY || r.name !== KEY_ID_SECRET_KEY || r.status !== 'completed') return null;
+  if (r.fingerprint !== keyIdSecretFingerprint()) return null;
+  return typeof r.result === 'string' && SECRET.test(r.result) ? r.result : null;
+}
+
 /**
  * The built-in stores leave the secret's record out of `listRecords` and `listRecent`
  * (it is the library's, not a call); a listing asked with this symbol set keeps it.
@@ -63,6 +82,8 @@ interface OwnSecretWriter {
 }
 
 const loaded = new WeakMap<object, string>();
+/** Stores whose reserved key was found holding another record (warned once). */
+const warned = new WeakSet<object>();
 const loading = new WeakMap<object, Promise<string | null>>();
 
 /** The keyed id of `key` under `secret`. */
@@ -73,10 +94,6 @@ export function keyIdWith(secret: string, key: string): string {
 /** The store's secret if this process has read it already (no waiting). */
 export function cachedKeyIdSecret(store: Store): string | undefined {
   return loaded.get(store);
-}
-
-function secretOf(r: IdempotencyRecord | null): string | null {
-  return r !== null && r.status === 'completed' && typeof r.result === 'string' && SECRET.test(r.result) ? r.result : null;
 }
 
 const settle = (ms: number) => new Promise((done) => setTimeout(done, ms).unref?.());
@@ -93,7 +110,7 @@ async function readOrCreate(given: Store, create: boolean): Promise<string | nul
     const claim = await store.acquire({
       key: KEY_ID_SECRET_KEY,
       name: KEY_ID_SECRET_KEY,
-      fingerprint: native.fingerprint(KEY_ID_SECRET_KEY, null),
+      fingerprint: keyIdSecretFingerprint(),
       leaseMs: 5_000,
       force: false,
     });
@@ -104,7 +121,21 @@ async function readOrCreate(given: Store, create: boolean): Promise<string | nul
     }
     const theirs = secretOf(claim.record);
     if (theirs !== null) return theirs;
-    await settle(25);
+    const r = claim.record;
+    if (r.name !== KEY_ID_SECRET_KEY || r.fingerprint !== keyIdSecretFingerprint() || r.status === 'completed') {
+      // Not the secret, and never to become it (a record that is not its own holds the
+      // key): no keyed id can be made until it is cleared. Telemetry then carries ids
+      // that resolve nowhere; it never falls back to the derived key.
+      const message =
+        `the reserved key ${KEY_ID_SECRET_KEY} holds a record that is not the store's keyed-id secret (name ${JSON.stringify(r.name)}, ` +
+        `status ${r.status}); it is ignored. Clear it (npx idempotent-tools clear --key ${KEY_ID_SECRET_KEY}) so that a secret can be made`;
+      if (!warned.has(given)) {
+        warned.add(given);
+        process.emitWarning(`idempotent-tools: ${message}`, { type: 'IdempotentToolsWarning', code: 'IDEMPOTENT_TOOLS_KEY_ID_SECRET' });
+      }
+      throw new Error(message);
+    }
+    await settle(25); // the secret's own claim, being written by another process
   }
   throw new Error(`the record ${KEY_ID_SECRET_KEY} stayed unresolved; clear it (idempotent-tools clear --key ${KEY_ID_SECRET_KEY})`);
 }

@@ -5,7 +5,7 @@
  */
 
 import { parseDecisionName } from './approval-names.js';
-import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isKeyIdSecretRecord, keyIdWith } from './key-id.js';
+import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isKeyIdSecretRecord, keyIdWith, secretOf } from './key-id.js';
 import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 
 /**
@@ -138,7 +138,10 @@ export async function keyIdSecrets(store: Pick<Store, 'listRecords' | 'listRecen
   const query = { name: KEY_ID_SECRET_KEY, withResults: true, [WITH_KEY_ID_SECRET]: true };
   const { records } = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
   const secrets = new Map<string, string>();
-  for (const r of records) if (isKeyIdSecretRecord(r) && typeof r.result === 'string') secrets.set(r.namespace ?? '', r.result);
+  for (const r of records) {
+    const secret = secretOf(r); // only the secret's own record: a record planted at its key is ignored
+    if (secret !== null) secrets.set(r.namespace ?? '', secret);
+  }
   return secrets;
 }
 
