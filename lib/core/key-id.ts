@@ -34,9 +34,13 @@ export function looksDerived(key: string): boolean {
   return DERIVED.test(key);
 }
 
-/** The record that holds the secret: internal, left out of listings by the CLI and the page. */
-export function isKeyIdSecretRecord(r: Pick<IdempotencyRecord, 'key' | 'name'>): boolean {
-  return r.key === KEY_ID_SECRET_KEY && r.name === KEY_ID_SECRET_KEY;
+/**
+ * A record of the package's own, not a call: key and name under `idempotent-tools:` (the
+ * keyed-id secret; the turns of OpenAI Agents calls whose model gives no response ids).
+ * Calls may not use these (reserved.ts); listings by the CLI and the page leave them out.
+ */
+export function isInternalRecord(r: Pick<IdempotencyRecord, 'key' | 'name'>): boolean {
+  return r.key.startsWith('idempotent-tools:') && r.name.startsWith('idempotent-tools:');
 }
 
 let secretFingerprint: string | undefined;
@@ -64,10 +68,10 @@ export function secretOf(r: Pick<IdempotencyRecord, 'key' | 'name' | 'status' | 
  */
 export const WITH_KEY_ID_SECRET = Symbol.for('idempotent-tools.with-key-id-secret');
 
-/** `records` without the secret's record, unless `options` asks for it (WITH_KEY_ID_SECRET). */
+/** `records` without the package's own records (the secret's among them), unless `options` asks for them (WITH_KEY_ID_SECRET). */
 export function withoutKeyIdSecret<T extends Pick<IdempotencyRecord, 'key' | 'name'>>(records: T[], options?: object): T[] {
   if (options !== undefined && (options as Record<symbol, unknown>)[WITH_KEY_ID_SECRET] === true) return records;
-  return records.some(isKeyIdSecretRecord) ? records.filter((r) => !isKeyIdSecretRecord(r)) : records;
+  return records.some(isInternalRecord) ? records.filter((r) => !isInternalRecord(r)) : records;
 }
 
 /**
@@ -96,7 +100,9 @@ export function cachedKeyIdSecret(store: Store): string | undefined {
   return loaded.get(store);
 }
 
-const settle = (ms: number) => new Promise((done) => setTimeout(done, ms).unref?.());
+// Not unref'd: a call waits on it (another process writing the secret), and a process whose
+// only work is that call must not exit under it.
+const settle = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** Reads the secret through the store interface; with `create`, writes one when there is none. */
 async function readOrCreate(given: Store, create: boolean): Promise<string | null> {

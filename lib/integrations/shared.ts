@@ -131,8 +131,8 @@ export type GeneratorResult = 'return-value' | 'last-yield';
 /** What a helper tells `wrapToolCall` about its framework. @internal */
 export interface Framework<I, Rest extends unknown[]> {
   name: string;
-  /** Names the tool call; throws a TypeError when the framework context is missing. */
-  identify: (input: I, rest: Rest, tool: ToolIdentity) => CallSite;
+  /** Names the tool call; throws a TypeError when the framework context is missing. (It may look in the store: OpenAI Agents' turn of a model without response ids.) */
+  identify: (input: I, rest: Rest, tool: ToolIdentity) => CallSite | Promise<CallSite>;
   /** The final value of a generator tool: its return value (LangChain) or its last yield (AI SDK). */
   generator: GeneratorResult;
   /** Whether the framework tells the tool its name at call time (then an anonymous `fn` is fine). */
@@ -418,7 +418,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     let args: Args;
     let business: string | undefined;
     try {
-      site = framework.identify(input, frameworkArgs, tool);
+      site = await framework.identify(input, frameworkArgs, tool);
       name = fixedName || site.toolName || '';
       if (name === '') {
         throw new TypeError(
