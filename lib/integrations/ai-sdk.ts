@@ -122,9 +122,10 @@ function digest(value: unknown): string {
  *   resubmission): its approval id (`approval:<id>`, unique to one request), else a digest
  *   of the assistant message that made it (`message:<digest>`);
  * - the call was just made, in this step: a digest of the step's prompt from the last
- *   assistant message on (`step:<digest>`: the previous answer and what followed it, the
- *   user's new message or the tool results), so a later turn whose call reuses the id
- *   (`call_0` every turn) is another call, and a retry of the request is the same one.
+ *   assistant message on, or from the earlier call that had this id with its result
+ *   (`step:<digest>`: the previous answer and what followed it, the user's new message or
+ *   the tool results), so a later turn whose call reuses the id (`call_0` every turn) is
+ *   another call, and a retry of the request is the same one.
  * Provider bookkeeping (`providerOptions`, ids, timestamps a framework adds) is left out
  * of every digest.
  */
@@ -137,13 +138,20 @@ export function callTurn(messages: unknown, toolCallId: string): string {
     if (request != null) return `approval:${request.approvalId as string}`;
     return `message:${digest((messages[at] as { content?: unknown }).content)}`;
   }
-  let from = 0;
+  // From the last assistant message on; from an earlier call with this id on, when there is
+  // one (its result then tells this turn from the one before it, whose prompt read the same).
+  let from = -1;
+  let earlier = -1;
   for (let i = messages.length - 1; i >= 0; i--) {
-    if ((messages[i] as { role?: unknown } | null)?.role === 'assistant') {
-      from = i;
+    const m = messages[i] as { role?: unknown; content?: unknown } | null;
+    if (m?.role !== 'assistant') continue;
+    if (from === -1) from = i;
+    if (hasPart(m, 'tool-call', toolCallId)) {
+      earlier = i;
       break;
     }
   }
+  from = earlier !== -1 ? earlier : Math.max(from, 0);
   return `step:${digest(messages.slice(from).map((m) => ({ role: (m as { role?: unknown } | null)?.role ?? null, content: (m as { content?: unknown } | null)?.content ?? null })))}`;
 }
 
