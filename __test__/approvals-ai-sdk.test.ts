@@ -139,3 +139,81 @@ describe('approvals in the AI SDK (ai 6): idempotentTools over tools with needsA
     expect(turns).toEqual([turn1.requests[0].approvalId, turn2.requests[0].approvalId].sort());
   });
 });
+
+// Issue 29, items 1 and 6: a call's identity must not depend on how much history the client
+// sends (chats cap it: the oldest messages dropped); a denial is final once the install sees
+// it (in any later request's messages), or at once with the route's one line.
+const { recordApprovalResponses }: typeof import('../dist/integrations/ai-sdk.js') = require(`${ROOT}/dist/integrations/ai-sdk.js`);
+
+describe('approvals in the AI SDK (ai 6): trimmed histories and denials', () => {
+  const earlier: ModelMessage[] = [
+    { role: 'user', content: 'hello' },
+    { role: 'assistant', content: [{ type: 'text', text: 'hi, what shall I pay?' }] },
+  ];
+
+  it('the approved call resubmitted with a shorter history (the oldest messages dropped): it runs once', async () => {
+    const { charges, tools } = setup();
+    const model = fakeModel([{ cents: 100 }]);
+    const { approved } = await approve(model, tools, [...earlier, { role: 'user', content: 'pay' }], [true]);
+    const first = await generateText({ model, tools, messages: approved });
+    // The chat keeps only its last messages: the same approval, sent again.
+    const trimmed = await generateText({ model, tools, messages: approved.slice(2) });
+    const shortest = await generateText({ model, tools, messages: approved.slice(-2) });
+    expect(charges).toEqual([{ cents: 100 }]);
+    expect(outcomes(trimmed).results).toEqual(outcomes(first).results);
+    expect(outcomes(shortest).results).toEqual(outcomes(first).results);
+  });
+
+  it('call_0 with the same input in a later turn, the history trimmed meanwhile: a new call, its own run', async () => {
+    const { charges, tools } = setup();
+    const model = fakeModel([{ cents: 100 }]);
+    const turn1 = await approve(model, tools, [...earlier, { role: 'user', content: 'pay' }], [true]);
+    const r1 = await generateText({ model, tools, messages: turn1.approved });
+    const history = [...turn1.approved, ...r1.response.messages].slice(2); // the oldest dropped
+    const turn2 = await approve(model, tools, [...history, { role: 'user', content: 'pay again' }], [true]);
+    await generateText({ model, tools, messages: turn2.approved });
+    await generateText({ model, tools, messages: turn2.approved.slice(3) }); // and resubmitted, trimmed further
+    expect(charges).toEqual([{ cents: 100 }, { cents: 100 }]);
+  });
+
+  it('a lone denial (the model answers in text), then a later request where a guarded tool runs: the denial is recorded there, and the denied request flipped to approved does not run', async () => {
+    const { store, charges, tools } = setup();
+    const model = fakeModel([{ cents: 100 }]);
+    const { approved: denied } = await approve(model, tools, [{ role: 'user', content: 'pay' }], [false]);
+    const r1 = await generateText({ model, tools, messages: denied });
+    expect(charges).toEqual([]);
+    // The next turn: another call, approved, runs; its messages carry the earlier denial.
+    const turn2 = await approve(model, tools, [...denied, ...r1.response.messages, { role: 'user', content: 'pay now' }], [true]);
+    await generateText({ model, tools, messages: turn2.approved });
+    expect(charges).toEqual([{ cents: 100 }]);
+    const flipped = JSON.parse(JSON.stringify(denied).replace('"approved":false', '"approved":true')) as ModelMessage[];
+    const r = await generateText({ model, tools, messages: flipped });
+    expect(charges).toEqual([{ cents: 100 }]);
+    expect(outcomes(r).errors).toEqual([expect.stringMatching(/call call_0 was rejected: "too much"; it does not run/)]);
+    expect((await store.listRecords()).filter((x) => x.name.startsWith('approval:')).map((x) => x.name).sort()).toEqual(['approval:approved:charge', 'approval:rejected:charge']);
+  });
+
+  for (const withLine of [false, true]) {
+    it(`a lone denial, then the same request flipped to approved: ${withLine ? 'with recordApprovalResponses in the route, it never runs' : 'without the route\'s line, it runs (nothing of the denial\'s request ran to see it)'}`, async () => {
+      const { store, charges, tools } = setup();
+      const model = fakeModel([{ cents: 100 }]);
+      // The route: the one line, then generateText.
+      const route = async (messages: ModelMessage[]) => {
+        if (withLine) await recordApprovalResponses(messages, { scope: 'chat-1', store });
+        return generateText({ model, tools, messages });
+      };
+      const first = await route([{ role: 'user', content: 'pay' }]);
+      const [request] = first.content.filter((p) => p.type === 'tool-approval-request') as Array<{ approvalId: string }>;
+      const denied: ModelMessage[] = [
+        { role: 'user', content: 'pay' },
+        ...first.response.messages,
+        { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: false, reason: 'no' }] },
+      ];
+      await route(denied);
+      const flipped = JSON.parse(JSON.stringify(denied).replace('"approved":false', '"approved":true')) as ModelMessage[];
+      const r = await route(flipped);
+      expect(charges).toHaveLength(withLine ? 0 : 1);
+      if (withLine) expect(outcomes(r).errors).toEqual([expect.stringMatching(/call call_0 was rejected: "no"; it does not run/)]);
+    });
+  }
+});

@@ -3,7 +3,7 @@
 
 import { createRequire } from 'node:module';
 
-import { type ModelMessage, generateText, streamText, tool } from 'ai';
+import { type ModelMessage, generateText, stepCountIs, streamText, tool } from 'ai';
 import { MockLanguageModelV3, convertArrayToReadableStream } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -73,6 +73,31 @@ describe('idempotent-tools/ai-sdk in agents', () => {
       }
     }
     expect(sent).toHaveLength(7);
+  });
+
+  it('call_0 reused every turn with the same words, the history trimmed to its last messages: each turn runs; a resubmitted turn replays (issue 29, item 1)', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    const sent: string[] = [];
+    const tools = {
+      send_email: tool({
+        inputSchema: z.object({ to: z.string(), text: z.string() }),
+        execute: idempotentTool(async function sendEmail(input: { to: string; text: string }) {
+          sent.push(input.to);
+          return `sent ${sent.length}`;
+        }, { store, scope: 'chat-1' }),
+      }),
+    };
+    const model = fakeModel('send_email', { to: 'bob', text: 'hi' });
+    let history: ModelMessage[] = [];
+    for (let turn = 1; turn <= 4; turn++) {
+      const messages: ModelMessage[] = [...history, { role: 'user', content: 'email bob' }].slice(-6); // the chat keeps 6 messages
+      // Steps until the model answers in text ('done'): every turn ends alike.
+      const r = await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+      const again = await generateText({ model, tools, messages, stopWhen: stepCountIs(3) }); // the same request, retried
+      expect(toolResults(again)).toEqual(toolResults(r));
+      history = [...messages, ...r.response.messages];
+    }
+    expect(sent).toHaveLength(4);
   });
 
   it('preliminary results (an async generator execute) run inside the record, once; the last value is the result', async () => {

@@ -44,6 +44,22 @@ describe('idempotent-tools/mastra (context shape of @mastra/core 1.x; not end to
     expect(events).toEqual(['executed', 'replayed']);
   });
 
+  it('the turn is the run and the step that made the call, never a position: the same run with its history trimmed replays; another run, or call_0 in a later step, runs (issue 29, item 1)', async () => {
+    const { execute, payments } = setup();
+    const input = { orderId: 'o-1', cents: 1 };
+    const stamp = (text: string, at: number) => ({ role: 'user', content: [{ type: 'text', text, providerOptions: { mastra: { createdAt: at } } }] });
+    const older = [stamp('hello', 1), { role: 'assistant', content: [{ type: 'text', text: 'hi' }] }];
+    await execute(input, { ...agentContext({ messages: [...older, stamp('pay', 2)] }), runId: 'run-1' } as never);
+    // The same run resumed (approveToolCall), memory sending fewer messages, timestamps rewritten.
+    await execute(input, { ...agentContext({ messages: [{ role: 'assistant', content: [{ type: 'text', text: 'hi' }] }, stamp('pay', 3)] }), runId: 'run-1' } as never);
+    expect(payments).toHaveLength(1);
+    // A later turn is another run; a later step of one run has the first call_0's result before it.
+    await execute(input, { ...agentContext({ messages: [...older, stamp('pay', 2)] }), runId: 'run-2' } as never);
+    const step2 = [...older, stamp('pay', 2), { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'call_0', toolName: 'sendPayment', input }] }, { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'call_0', toolName: 'sendPayment', output: { type: 'json', value: { receipt: 'r-2' } } }] }];
+    await execute(input, { ...agentContext({ messages: step2 }), runId: 'run-2' } as never);
+    expect(payments).toHaveLength(3);
+  });
+
   it('different arguments, another thread, or another call id run again', async () => {
     const { execute, payments } = setup();
     await execute({ orderId: 'o-1', cents: 1 }, agentContext());

@@ -4,7 +4,7 @@
 
 import { createRequire } from 'node:module';
 
-import { Agent, type Model, type ModelRequest, type ModelResponse, Runner, Usage, setTracingDisabled, tool } from '@openai/agents-core';
+import { Agent, type Model, type ModelRequest, type ModelResponse, RunContext, Runner, Usage, setTracingDisabled, tool } from '@openai/agents-core';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
@@ -118,7 +118,7 @@ describe('idempotentTools() over an OpenAI Agents tools array', () => {
     expect(charges).toHaveLength(1);
   });
 
-  it('read-only tools and non-function tools are left as they are; unknown names and a missing scope are refused, naming them', () => {
+  it('read-only tools and non-function tools are left as they are; unknown names and a missing scope are refused, naming them', async () => {
     const search = tool({ name: 'search', description: 's', parameters: z.object({ q: z.string() }), execute: async () => 'hit' });
     const pay = tool({ name: 'send_payment', description: 'p', parameters: z.object({ q: z.string() }), execute: async () => 'ok' });
     const hosted = { type: 'hosted_tool', name: 'web_search' };
@@ -126,7 +126,9 @@ describe('idempotentTools() over an OpenAI Agents tools array', () => {
     expect(s).toBe(search);
     expect(h).toBe(hosted);
     expect(p).not.toBe(pay);
-    expect((p as typeof pay).needsApproval).toBe(pay.needsApproval);
+    // needsApproval is asked through the guard (which learns of each new call there), and answers as the tool's own.
+    const rc = new RunContext({});
+    expect(await (p as typeof pay).needsApproval(rc, { q: 'x' }, 'call_1')).toBe(await pay.needsApproval(rc, { q: 'x' }, 'call_1'));
     expect(() => idempotentTools([search], { scope: 'c', readOnly: ['serach'] })).toThrow(/tool "serach".*not in the tool set.*"search"/);
     expect(() => idempotentTools([pay], {} as never)).toThrow(/tool "send_payment".*needs a "scope" option/);
   });

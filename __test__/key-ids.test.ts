@@ -239,3 +239,63 @@ describe('idempotentTx', () => {
     }
   });
 });
+
+// The secret could be planted (issue 29, item 4): it was read from any completed record at
+// the reserved key whose result was 64 hex digits, and an explicit key could be that key,
+// so a caller who controls a key (an Idempotency-Key header) chose the secret before the
+// first traced call, and keyed ids became reversible again. Reserved keys and names are
+// refused for calls; the secret is read only from a record whose name and fingerprint are its own.
+describe('the keyed-id secret cannot be planted', () => {
+  const PLANTED = 'ab'.repeat(32);
+  const SECRET_KEY = 'idempotent-tools:key-id-secret';
+
+  it('a call under the reserved key (withKey, or the key option) is a TypeError that says so, and runs nothing', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    let ran = 0;
+    const echo = idempotent(async function echo(value: string) { ran++; return value; }, { store });
+    // What a request handler that passes a client's Idempotency-Key through does.
+    expect(() => echo.withKey(SECRET_KEY)).toThrow(/idempotent-tools: withKey\(key\) "idempotent-tools:key-id-secret" is reserved/);
+    const keyed = idempotent(async function keyed(value: string) { ran++; return value; }, { store, key: (value) => value });
+    await expect(keyed(SECRET_KEY)).rejects.toThrow(/is reserved: keys starting with "idempotent-tools:" are the package's own records/);
+    await expect(keyed('approval|send|call_0|0123')).rejects.toThrow(/keys starting with "approval\|" are the package's own records \(approval decisions\)/);
+    expect(ran).toBe(0);
+    expect(await store.get(SECRET_KEY)).toBeNull();
+    // Calls after that still get a secret of the store's own making.
+    const seen: Event[] = [];
+    const traced = idempotent(async function traced(pin: string) { return pin.length; }, { store, onEvent: (e) => seen.push(e) });
+    await traced('4821');
+    expect(seen[0].keyId).not.toBe(`kid_${'0'.repeat(24)}`);
+    const secret = await store.get(SECRET_KEY);
+    expect(secret?.result).toMatch(/^[0-9a-f]{64}$/);
+    expect(secret?.result).not.toBe(PLANTED);
+    await store.close();
+  });
+
+  it('a reserved name (the secret\'s, approval decisions\') is a TypeError at wrap time', () => {
+    const store = new SqliteStore({ path: tempDb() });
+    expect(() => idempotent(async function f() { return PLANTED; }, { store, name: SECRET_KEY })).toThrow(/the name "idempotent-tools:key-id-secret" is reserved/);
+    expect(() => idempotent(async function f() { return 1; }, { store, name: 'approval:approved:charge' })).toThrow(/names starting with "approval:" are the package's own records/);
+  });
+
+  it('a record written at the reserved key by other means is ignored: ids are not made from it, and the CLI does not resolve by it', async () => {
+    const path = tempDb();
+    const store = new SqliteStore({ path });
+    // Planted through the store interface (what a call under the key would have written before).
+    const claim = await store.acquire({ key: SECRET_KEY, name: 'plant', fingerprint: 'f'.repeat(64), leaseMs: 30_000, force: false });
+    if (!claim.acquired) throw new Error('expected to claim');
+    await store.complete({ key: SECRET_KEY, token: claim.token, resultJson: JSON.stringify(PLANTED) });
+    const seen: Event[] = [];
+    const verify = idempotent(async function verifyPin(pin: string) { return { ok: pin.length === 4 }; }, { store, onEvent: (e) => seen.push(e) });
+    await verify('4821');
+    // Under the planted secret, the attacker's own HMAC would name the call.
+    const { createHmac } = await import('node:crypto');
+    const underPlanted = `kid_${createHmac('sha256', PLANTED).update(verify.keyFor('4821')).digest('hex').slice(0, 24)}`;
+    expect(JSON.stringify(seen)).not.toContain(underPlanted);
+    expect(seen[0].keyId).toMatch(/^kid_[0-9a-f]{24}$/);
+    // keyId() says what is wrong instead of making an id from it.
+    await expect(keyId(store, verify.keyFor('4821'))).rejects.toThrow(/holds a record that is not the store's keyed-id secret .*it is ignored. Clear it/);
+    const lookup = await runNode([CLI, '--db', path, 'inspect', '--key', underPlanted]);
+    expect(lookup.code).not.toBe(0);
+    await store.close();
+  });
+});

@@ -104,6 +104,63 @@ describe('many processes, one PostgreSQL table', () => {
   });
 });
 
+describe('NOTIFY carries no record key (issue 29, item 5)', () => {
+  // Any role that can connect may LISTEN on the table's channel, with no privilege on the
+  // table. Before this change the payload was the raw key (a derived key, or a business
+  // key such as an order id); now it is the awaited claim's tag (SHA-256 of its token).
+  it("a plain LISTEN during calls sees no key, and 40 'block' waiters in another process (no poll due) are each woken once, by their own claim's NOTIFY", async () => {
+    const table = uniqueTable();
+    const log = join(tempDir(), 'effects.log');
+    const keys = Array.from({ length: 40 }, (_, i) => `order-${1000 + i}-card-4242`);
+    const { postgresSql } = require(join(ROOT, 'dist', 'core', 'native.js')) as typeof import('../dist/core/native.js');
+    const { Client } = require('pg') as typeof import('pg');
+    const listener = new Client({ connectionString: PG_URL });
+    await listener.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.payload ?? ''));
+    await listener.query(`LISTEN ${postgresSql(table).channel}`);
+
+    const store = new lib.PostgresStore({ url: PG_URL, table });
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const tool = lib.idempotent(async function tool(k: string) {
+      await gate;
+      return { key: k, by: 'owner' };
+    }, { store });
+    const owners = keys.map((k) => tool.withKey(k)(k));
+    const child = worker('waiters', { url: PG_URL, table, log, keys });
+    const done = collect(child);
+    await output(child, (out) => keys.every((k) => out.includes(`WAITING ${k}\n`)));
+    // Every claim marked as awaited (the waiters LISTEN on their own connection).
+    while (Number((await sql(`SELECT count(*) AS n FROM "${table}" WHERE watched`)).rows[0].n) < keys.length) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    open();
+    await Promise.all(owners);
+    const f = await done;
+    expect(f.stderr).toBe('');
+    const { woken, results } = JSON.parse(f.stdout.split('ALL ')[1]) as { woken: Record<string, number>; results: Array<{ key: string; by: string }> };
+    expect(results).toEqual(keys.map((key) => ({ key, by: 'owner' })));
+    expect(logLines(log)).toEqual([]); // no waiter ran the tool
+    // Each waiter was woken by its own claim's NOTIFY (polls were minutes away), and only
+    // by its own: a notification does not make every waiter look again.
+    expect(Object.keys(woken).sort()).toEqual([...keys].sort());
+    for (const k of keys) expect(woken[k]).toBe(1);
+    // What a stranger on the channel heard: one tag per settled claim, no key.
+    while (heard.length < keys.length) await new Promise((r) => setTimeout(r, 10));
+    await listener.end();
+    expect(heard).toHaveLength(keys.length);
+    for (const payload of heard) {
+      expect(payload).toMatch(/^[0-9a-f]{64}$/);
+      for (const k of keys) {
+        expect(payload).not.toContain(k);
+        expect(payload).not.toContain(tool.keyFor(k));
+      }
+    }
+    await store.close();
+  });
+});
+
 describe.concurrent('crash at every step: PostgresStore', () => {
   // [where it dies, how, effects after the crash, the record it leaves, total effects in the end]
   const points: Array<[string, Record<string, unknown>, Record<string, string>, number, string, number]> = [

@@ -9,7 +9,10 @@ export type { IdempotentOptions, OnDuplicate, ReconcileAttempt, ReconcileOutcome
 export { currentKey } from './core/call-context.js';
 export { step } from './core/step.js';
 export { SqliteStore, defaultStorePath } from './stores/sqlite-store.js';
-export { defaultStore, setDefaultStore } from './stores/default-store.js';
+export { defaultStore, setDefaultStore } from './core/default-store.js';
+// The environment's choice of default store (IDEMPOTENT_TOOLS_DB, _REDIS_URL, _POSTGRES_URL),
+// registered with core/ as this module loads.
+import './stores/default-store.js';
 export { projectNamespace } from './stores/project.js';
 export { RedisStore } from './stores/redis-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';

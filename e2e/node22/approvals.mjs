@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { SqliteStore, recordApproval } from 'idempotent-tools';
-import { idempotentTools as aiTools } from 'idempotent-tools/ai-sdk';
-import { idempotentTools as agentsTools } from 'idempotent-tools/openai-agents';
+import { SqliteStore } from 'idempotent-tools';
+import { idempotentTools as aiTools, recordApprovalResponses } from 'idempotent-tools/ai-sdk';
+import { idempotentTools as agentsTools, rejectToolCall } from 'idempotent-tools/openai-agents';
 import { idempotentTools as mastraTools } from 'idempotent-tools/mastra';
 import { z } from 'zod';
 
@@ -110,6 +110,35 @@ for (const guarded of [false, true]) {
   await store.close();
 }
 
+{
+  // Chats cap their history: the same approved call, resubmitted with the oldest messages dropped.
+  const { charges, call, store } = aiSetup(true);
+  const model = aiModel([{ cents: 100 }]);
+  const earlier = [{ role: 'user', content: 'hello' }, { role: 'assistant', content: [{ type: 'text', text: 'hi' }] }];
+  const { approved } = await aiApprove(call, model, [...earlier, { role: 'user', content: 'pay' }], [true]);
+  await call(model, approved);
+  await call(model, approved.slice(2));
+  await call(model, approved.slice(-2));
+  check('ai 7: the approved history resubmitted with its oldest messages dropped', charges.length === 1, `${charges.length} charge(s)`);
+  await store.close();
+}
+for (const withLine of [false, true]) {
+  // A lone denial: nothing of its request runs. The route's one line records it; the flipped resubmission then never runs.
+  const { charges, call, store } = aiSetup(true);
+  const model = aiModel([{ cents: 100 }]);
+  const route = async (messages) => {
+    if (withLine) await recordApprovalResponses(messages, { scope: 'chat-7', store });
+    return call(model, messages);
+  };
+  const first = await route([{ role: 'user', content: 'pay' }]);
+  const [request] = first.content.filter((p) => p.type === 'tool-approval-request');
+  const denied = [{ role: 'user', content: 'pay' }, ...first.response.messages, { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: false, reason: 'no' }] }];
+  await route(denied);
+  await route(JSON.parse(JSON.stringify(denied).replace('"approved":false', '"approved":true')));
+  check(`ai 7: a lone denial, then the request flipped to approved, ${withLine ? 'with recordApprovalResponses in the route' : 'without the route\'s line (the control)'}`, charges.length === (withLine ? 0 : 1), `${charges.length} charge(s)`);
+  await store.close();
+}
+
 // ---------------------------------------------------------------- @openai/agents 0.20
 const { Agent, RunState, Runner, Usage, setTracingDisabled, tool: agentTool } = await import('@openai/agents');
 setTracingDisabled(true);
@@ -156,13 +185,46 @@ for (const guarded of [false, true]) {
   const first = await runner.run(agent, 'pay', { context: { chat: 'chat-1' } });
   const before = first.state.toString();
   const [item] = first.interruptions;
-  first.state.reject(item, { message: 'not this month' });
-  await recordApproval(store, { scope: 'chat-1', toolCallId: item.rawItem.callId, toolName: item.rawItem.name, args: JSON.parse(item.rawItem.arguments), turn: item.rawItem.id, decision: 'reject', reason: 'not this month' });
+  await rejectToolCall(first.state, item, { scope: (input, rc) => rc.context.chat, store, message: 'not this month' });
   await runner.run(agent, first.state);
   const again = await RunState.fromString(agent, before);
   for (const i of again.getInterruptions()) again.approve(i);
   await runner.run(agent, again);
-  check('@openai/agents 0.20: a rejection (recordApproval beside state.reject), then the run saved before it approved', charges.length === 0, `${charges.length} charge(s)`);
+  check('@openai/agents 0.20: a rejection (rejectToolCall instead of state.reject), then the run saved before it approved', charges.length === 0, `${charges.length} charge(s)`);
+  await store.close();
+}
+// Chat Completions models: the item id is the response's (chatcmpl-…), a placeholder, or none; call ids restart every turn.
+for (const [kind, itemId] of [['chatcmpl response ids', (n) => `chatcmpl-${n}`], ['FAKE_ID', () => 'FAKE_ID'], ['no item id', () => undefined]]) {
+  const store = new SqliteStore({ path: db() });
+  const charges = [];
+  let responses = 0;
+  const cents = [100, 200, 100];
+  const model = {
+    async getResponse(request) {
+      const items = typeof request.input === 'string' ? [{ role: 'user' }] : request.input;
+      const turn = items.filter((i) => i.role === 'user').length;
+      const id = itemId(++responses);
+      return { usage: new Usage(), output: items.at(-1)?.type === 'function_call_result'
+        ? [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'done' }] }]
+        : [{ type: 'function_call', ...(id === undefined ? {} : { id }), callId: 'call_0', name: 'charge', arguments: JSON.stringify({ cents: cents[turn - 1] }), status: 'completed' }] };
+    },
+    async *getStreamedResponse() { throw new Error('not used'); },
+  };
+  const charge = agentTool({ name: 'charge', description: 'charge', parameters: z.object({ cents: z.number() }), needsApproval: true, execute: async ({ cents: c }) => { charges.push(c); return `charged ${c} (#${charges.length})`; } });
+  const agent = new Agent({ name: 'payer', model, tools: agentsTools([charge], { store, scope: (input, rc) => rc.context.conversationId }) });
+  const runner = new Runner();
+  let history = [];
+  const got = [];
+  for (const said of ['pay 100', 'pay 200', 'pay 100 again']) {
+    const asked = await runner.run(agent, [...history, { role: 'user', content: said }], { context: { conversationId: 'conv-7' } });
+    for (const item of asked.interruptions) asked.state.approve(item);
+    const saved = asked.state.toString();
+    await runner.run(agent, await RunState.fromString(agent, saved)); // resumed from its string, twice
+    const done = await runner.run(agent, await RunState.fromString(agent, saved));
+    got.push(...done.newItems.filter((i) => i.type === 'tool_call_output_item').map((i) => String(i.output)));
+    history = done.history;
+  }
+  check(`@openai/agents 0.20, Chat Completions (${kind}): three turns of call_0 (100, 200, 100), each resumed twice`, charges.join() === '100,200,100' && got.join() === 'charged 100 (#1),charged 200 (#2),charged 100 (#3)', `charges ${charges.join()}; the model got ${got.join(' / ')}`);
   await store.close();
 }
 

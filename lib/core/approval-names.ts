@@ -1,11 +1,12 @@
 /**
  * The record names of approval decisions: `approval:<approved|edited|rejected>:<tool>`
- * (and `approval:turn:<tool>` for a decision's binding to its turn). Kept apart from
- * approvals.ts, which imports the stores, so that listings (record-query.ts) and the
- * stores they serve can read these names without importing the stores back.
+ * (and `approval:turn:<tool>` for a decision's binding to its turn), with the decision
+ * type: what listings (record-query.ts, which the stores' fallback listing uses) and the
+ * applications read, apart from approvals.ts, which writes and reads the decisions.
  */
 
-import type { ApprovalDecision } from './approvals.js';
+/** What a human decided about a tool call. */
+export type ApprovalDecision = 'approve' | 'edit' | 'reject';
 
 export const APPROVAL_NAME_PREFIX = 'approval:';
 

@@ -22,19 +22,18 @@
  * `<key>|turn` (name `approval:turn:<tool>`), binds it to that turn.
  */
 
-import { APPROVAL_NAME_PREFIX, PAST, decisionName, parseDecisionName } from './approval-names.js';
+import { APPROVAL_NAME_PREFIX, type ApprovalDecision, PAST, decisionName, parseDecisionName } from './approval-names.js';
 import { Unencodable, canonicalJson } from './canonical.js';
-import { defaultStore } from '../stores/default-store.js';
+import { defaultStore } from './default-store.js';
 import { ApprovalConflictError, asStoreError } from './errors.js';
-import { type IdempotencyEventType, publish } from './events.js';
+import { type IdempotencyEvent, type IdempotencyEventType, publish } from './events.js';
 import * as native from './native.js';
 import type { IdempotencyRecord, RecordMeta, Store } from './store.js';
 
 export { APPROVAL_NAME_PREFIX, decisionName, parseDecisionName };
+export type { ApprovalDecision };
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
-export type ApprovalDecision = 'approve' | 'edit' | 'reject';
 
 const DECISIONS: readonly ApprovalDecision[] = ['approve', 'edit', 'reject'];
 
@@ -354,7 +353,7 @@ export async function recordApproval(store: Store | undefined, input: ApprovalIn
 
 /** The event of a recorded decision: `approved`, `edited` or `rejected`. @internal */
 export function publishDecision(
-  onEvent: ((event: import('./events.js').IdempotencyEvent) => void) | undefined,
+  onEvent: ((event: IdempotencyEvent) => void) | undefined,
   stored: StoredDecision,
   toolName: string,
   durationMs: number,

@@ -20,15 +20,16 @@ import {
 import { InexactStringError } from './exact-strings.js';
 import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
+import { checkCallKey } from './reserved.js';
 import { type IdempotencyEvent, type IdempotencyEventType, listening, publish } from './events.js';
 import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './key-id.js';
 import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './lease.js';
-import { WRAPS, claimName } from './names.js';
+import { WRAPS, claimName, followDefault, placeOf } from './names.js';
 import * as native from './native.js';
 import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { expireStepsWithCall } from './step.js';
-import { defaultStore, defaultStoreGeneration } from '../stores/default-store.js';
+import { defaultStore, defaultStoreGeneration, defaultStorePlace } from './default-store.js';
 import { type AcquireResult, type IdempotencyRecord, type RecordMeta, REPLAY_DERIVED, type ReplayDerived, type Store, replayedAnswer } from './store.js';
 import { Watch, notify } from './wakeups.js';
 
@@ -80,7 +81,12 @@ export function idempotent<A extends unknown[], R>(
   const config = resolveOptions<A>(fn, options);
   // A wrapper built on this one (idempotentTx) names the user's own function.
   const own = (options as { [WRAPS]?: unknown } | undefined)?.[WRAPS];
-  claimName(typeof own === 'function' ? own : fn, config.name, config.store);
+  const named = typeof own === 'function' ? own : fn;
+  // The name is taken where the records go: without `store`, where the default store's
+  // records live (the same registry as a wrapper given that store itself).
+  let claimedOn = config.store !== undefined ? placeOf(config.store) : defaultStorePlace();
+  claimName(named, config.name, claimedOn);
+  if (config.store === undefined) followDefault(named, config.name);
   // Without `store`: the default store, looked up at the first call, and again after a
   // setDefaultStore (a generation count, so the hot path reads no environment).
   let store = config.store;
@@ -89,7 +95,15 @@ export function idempotent<A extends unknown[], R>(
     if (config.store !== undefined) return config.store;
     const generation = defaultStoreGeneration();
     if (store === undefined || seen !== generation) {
-      store = defaultStore();
+      const next = defaultStore();
+      // The default moved (setDefaultStore, or another environment): the name must be
+      // free there too, before anything runs.
+      const place = placeOf(next);
+      if (place !== claimedOn) {
+        claimName(named, config.name, place);
+        claimedOn = place;
+      }
+      store = next;
       seen = generation;
     }
     return store;
@@ -110,6 +124,7 @@ function checkKey(key: unknown, where: string): asserts key is string {
   if (typeof key !== 'string' || key.length === 0) {
     throw new TypeError(`idempotent-tools: ${where} must be a non-empty string, not ${key === '' ? 'an empty string' : typeof key}`);
   }
+  checkCallKey(key, where); // the package's own records (the keyed-id secret, approvals) are not calls
 }
 
 function encodeOrThrow<V>(value: V, encode: (value: V) => string, root: string, name: string): string {

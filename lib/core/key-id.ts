@@ -34,9 +34,32 @@ export function looksDerived(key: string): boolean {
   return DERIVED.test(key);
 }
 
-/** The record that holds the secret: internal, left out of listings by the CLI and the page. */
-export function isKeyIdSecretRecord(r: Pick<IdempotencyRecord, 'key' | 'name'>): boolean {
-  return r.key === KEY_ID_SECRET_KEY && r.name === KEY_ID_SECRET_KEY;
+/**
+ * A record of the package's own, not a call: key and name under `idempotent-tools:` (the
+ * keyed-id secret; the turns of OpenAI Agents calls whose model gives no response ids).
+ * Calls may not use these (reserved.ts); listings by the CLI and the page leave them out.
+ */
+export function isInternalRecord(r: Pick<IdempotencyRecord, 'key' | 'name'>): boolean {
+  return r.key.startsWith('idempotent-tools:') && r.name.startsWith('idempotent-tools:');
+}
+
+let secretFingerprint: string | undefined;
+/** The fingerprint the secret's own record is claimed with (its name, no arguments). */
+function keyIdSecretFingerprint(): string {
+  return (secretFingerprint ??= native.fingerprint(KEY_ID_SECRET_KEY, null));
+}
+
+/**
+ * The secret a record holds, when the record is the secret's own: completed at the
+ * reserved key, under the secret's name and fingerprint, its result 64 hex digits. Any
+ * other record there (written through the store interface by other means, by a version
+ * that let calls use the key) is not a secret, whatever it holds: were it read, whoever
+ * wrote it could reverse the keyed ids in traces.
+ */
+export function secretOf(r: Pick<IdempotencyRecord, 'key' | 'name' | 'status' | 'result' | 'fingerprint'> | null): string | null {
+  if (r === null || r.key !== KEY_ID_SECRET_KEY || r.name !== KEY_ID_SECRET_KEY || r.status !== 'completed') return null;
+  if (r.fingerprint !== keyIdSecretFingerprint()) return null;
+  return typeof r.result === 'string' && SECRET.test(r.result) ? r.result : null;
 }
 
 /**
@@ -45,10 +68,10 @@ export function isKeyIdSecretRecord(r: Pick<IdempotencyRecord, 'key' | 'name'>):
  */
 export const WITH_KEY_ID_SECRET = Symbol.for('idempotent-tools.with-key-id-secret');
 
-/** `records` without the secret's record, unless `options` asks for it (WITH_KEY_ID_SECRET). */
+/** `records` without the package's own records (the secret's among them), unless `options` asks for them (WITH_KEY_ID_SECRET). */
 export function withoutKeyIdSecret<T extends Pick<IdempotencyRecord, 'key' | 'name'>>(records: T[], options?: object): T[] {
   if (options !== undefined && (options as Record<symbol, unknown>)[WITH_KEY_ID_SECRET] === true) return records;
-  return records.some(isKeyIdSecretRecord) ? records.filter((r) => !isKeyIdSecretRecord(r)) : records;
+  return records.some(isInternalRecord) ? records.filter((r) => !isInternalRecord(r)) : records;
 }
 
 /**
@@ -63,6 +86,8 @@ interface OwnSecretWriter {
 }
 
 const loaded = new WeakMap<object, string>();
+/** Stores whose reserved key was found holding another record (warned once). */
+const warned = new WeakSet<object>();
 const loading = new WeakMap<object, Promise<string | null>>();
 
 /** The keyed id of `key` under `secret`. */
@@ -75,11 +100,9 @@ export function cachedKeyIdSecret(store: Store): string | undefined {
   return loaded.get(store);
 }
 
-function secretOf(r: IdempotencyRecord | null): string | null {
-  return r !== null && r.status === 'completed' && typeof r.result === 'string' && SECRET.test(r.result) ? r.result : null;
-}
-
-const settle = (ms: number) => new Promise((done) => setTimeout(done, ms).unref?.());
+// Not unref'd: a call waits on it (another process writing the secret), and a process whose
+// only work is that call must not exit under it.
+const settle = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** Reads the secret through the store interface; with `create`, writes one when there is none. */
 async function readOrCreate(given: Store, create: boolean): Promise<string | null> {
@@ -93,7 +116,7 @@ async function readOrCreate(given: Store, create: boolean): Promise<string | nul
     const claim = await store.acquire({
       key: KEY_ID_SECRET_KEY,
       name: KEY_ID_SECRET_KEY,
-      fingerprint: native.fingerprint(KEY_ID_SECRET_KEY, null),
+      fingerprint: keyIdSecretFingerprint(),
       leaseMs: 5_000,
       force: false,
     });
@@ -104,7 +127,21 @@ async function readOrCreate(given: Store, create: boolean): Promise<string | nul
     }
     const theirs = secretOf(claim.record);
     if (theirs !== null) return theirs;
-    await settle(25);
+    const r = claim.record;
+    if (r.name !== KEY_ID_SECRET_KEY || r.fingerprint !== keyIdSecretFingerprint() || r.status === 'completed') {
+      // Not the secret, and never to become it (a record that is not its own holds the
+      // key): no keyed id can be made until it is cleared. Telemetry then carries ids
+      // that resolve nowhere; it never falls back to the derived key.
+      const message =
+        `the reserved key ${KEY_ID_SECRET_KEY} holds a record that is not the store's keyed-id secret (name ${JSON.stringify(r.name)}, ` +
+        `status ${r.status}); it is ignored. Clear it (npx idempotent-tools clear --key ${KEY_ID_SECRET_KEY}) so that a secret can be made`;
+      if (!warned.has(given)) {
+        warned.add(given);
+        process.emitWarning(`idempotent-tools: ${message}`, { type: 'IdempotentToolsWarning', code: 'IDEMPOTENT_TOOLS_KEY_ID_SECRET' });
+      }
+      throw new Error(message);
+    }
+    await settle(25); // the secret's own claim, being written by another process
   }
   throw new Error(`the record ${KEY_ID_SECRET_KEY} stayed unresolved; clear it (idempotent-tools clear --key ${KEY_ID_SECRET_KEY})`);
 }

@@ -3,6 +3,7 @@
 import { type ArgsPreviewOption, resolvePreview } from './args-preview.js';
 import type { EventSink, IdempotencyEvent } from './events.js';
 import { type Limits, resolveLimits } from './limits.js';
+import { checkCallName } from './reserved.js';
 import type { RecordMeta, Store } from './store.js';
 
 export type OnDuplicate = 'raise' | 'block' | 'retry';
@@ -133,6 +134,7 @@ export function resolveOptions<A extends unknown[]>(fn: unknown, options: Idempo
         'The name is part of every key: two functions must not share one.',
     );
   }
+  checkCallName(name);
 
   const store = o.store as Store | undefined;
   if (store !== undefined) {

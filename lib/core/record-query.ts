@@ -5,7 +5,7 @@
  */
 
 import { parseDecisionName } from './approval-names.js';
-import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isKeyIdSecretRecord, keyIdWith } from './key-id.js';
+import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isInternalRecord, keyIdWith, secretOf } from './key-id.js';
 import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 
 /**
@@ -124,8 +124,8 @@ export function newestFirst(a: IdempotencyRecord, b: IdempotencyRecord): number 
  */
 export async function recentRecords(store: Pick<Store, 'listRecords' | 'listRecent'>, query: RecentQuery): Promise<RecentRecords> {
   const found = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
-  // The store's key-id secret is a record of the library's own, not a call.
-  const records = found.records.filter((r) => !isKeyIdSecretRecord(r));
+  // The store's key-id secret (and the package's other own records) are not calls.
+  const records = found.records.filter((r) => !isInternalRecord(r));
   return records.length === found.records.length ? found : { records, matched: found.matched - (found.records.length - records.length) };
 }
 
@@ -138,7 +138,10 @@ export async function keyIdSecrets(store: Pick<Store, 'listRecords' | 'listRecen
   const query = { name: KEY_ID_SECRET_KEY, withResults: true, [WITH_KEY_ID_SECRET]: true };
   const { records } = store.listRecent !== undefined ? await store.listRecent(query) : await listRecentFallback(store, query);
   const secrets = new Map<string, string>();
-  for (const r of records) if (isKeyIdSecretRecord(r) && typeof r.result === 'string') secrets.set(r.namespace ?? '', r.result);
+  for (const r of records) {
+    const secret = secretOf(r); // only the secret's own record: a record planted at its key is ignored
+    if (secret !== null) secrets.set(r.namespace ?? '', secret);
+  }
   return secrets;
 }
 
@@ -251,7 +254,7 @@ export async function findByKey(store: Pick<Store, 'get' | 'listRecords' | 'list
   const exact = await store.get(keyOrPrefix);
   if (exact !== null) return { found: exact };
   const keyMatches = await keyMatcher(store, keyOrPrefix);
-  const candidates = (await store.listRecords()).filter((r) => !isKeyIdSecretRecord(r) && keyMatches(r)).sort(newestFirst);
+  const candidates = (await store.listRecords()).filter((r) => !isInternalRecord(r) && keyMatches(r)).sort(newestFirst);
   if (candidates.length === 0) return { missing: true };
   if (candidates.length === 1) return { found: candidates[0] };
   return { ambiguous: candidates };

@@ -31,8 +31,24 @@
  * ```
  */
 
-import type { ReportedDecision } from './approval-guard.js';
-import { type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
+import { createHash } from 'node:crypto';
+
+import { defaultStore } from '../core/default-store.js';
+import type { Store } from '../core/store.js';
+import { type ReportedDecision, recordReported } from './approval-guard.js';
+import {
+  type Json,
+  type Scope,
+  type ToolHelperOptions,
+  type ToolSetChoices,
+  copyTool,
+  describe,
+  idOf,
+  resolveScope,
+  scopeLabel,
+  toolSetOptions,
+  wrapToolCall,
+} from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
@@ -47,35 +63,96 @@ export interface AiSdkToolOptionsLike {
   abortSignal?: unknown;
 }
 
+type Part = { type?: unknown; toolCallId?: unknown; toolName?: unknown; input?: unknown; approvalId?: unknown; approved?: unknown; reason?: unknown } | null;
+
+function hasPart(m: { content?: unknown }, type: string, toolCallId: string): boolean {
+  return Array.isArray(m.content) && m.content.some((p: { type?: unknown; toolCallId?: unknown } | null) => p !== null && typeof p === 'object' && p.type === type && p.toolCallId === toolCallId);
+}
+
 /**
- * The turn of a tool call: the position of the assistant message that made it (the number
- * of messages before it). While the call executes in the step that produced it, `messages`
- * ends just before that assistant message; when it runs later (an approved call, a
- * resubmitted history) the message is in `messages`, with no result for the call after it.
- * Either way the number is the same for a retry or a resubmission of the same history, and
- * differs for a later turn whose tool call got the same id (providers that restart ids at
- * `call_0` every turn): an earlier call with that id already has its result in `messages`.
+ * The assistant message in `messages` that made the call (its index), or -1 when it is not
+ * there. While the call executes in the step that produced it, `messages` ends just before
+ * that assistant message; when it runs later (an approved call, a resubmitted history) the
+ * message is in `messages`, with no result for the call after it. An earlier call with the
+ * same id (providers that restart ids at `call_0` every turn) has its result after it.
+ * The index only finds the message: it is never part of a key.
  */
-export function turnOf(messages: unknown, toolCallId: string): number | null {
-  if (!Array.isArray(messages)) return null;
-  const hasPart = (m: { content?: unknown }, type: string) =>
-    Array.isArray(m.content) && m.content.some((p: { type?: unknown; toolCallId?: unknown } | null) => p !== null && typeof p === 'object' && p.type === type && p.toolCallId === toolCallId);
+function callMessageIndex(messages: unknown, toolCallId: string): number {
+  if (!Array.isArray(messages)) return -1;
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i] as { role?: unknown; content?: unknown } | null;
     if (m === null || typeof m !== 'object') continue;
-    if (m.role === 'tool' && hasPart(m, 'tool-result')) break; // an earlier call with this id, finished
-    if (m.role === 'assistant' && hasPart(m, 'tool-call')) return i;
+    if (m.role === 'tool' && hasPart(m, 'tool-result', toolCallId)) return -1; // an earlier call with this id, finished
+    if (m.role === 'assistant' && hasPart(m, 'tool-call', toolCallId)) return i;
   }
-  return messages.length;
+  return -1;
 }
 
-type Part = { type?: unknown; toolCallId?: unknown; toolName?: unknown; input?: unknown; approvalId?: unknown; approved?: unknown; reason?: unknown } | null;
+/** Fields of a message that are not its content: provider bookkeeping, timestamps a framework adds (Mastra's createdAt). */
+const NOT_CONTENT = new Set(['providerOptions', 'providerMetadata', 'providerExecuted', 'id', 'createdAt']);
 
-/** The assistant message that made the call (as `turnOf` finds it), or -1. */
-function callMessageIndex(messages: unknown, toolCallId: string): number {
-  const turn = turnOf(messages, toolCallId);
-  if (turn === null || !Array.isArray(messages) || turn >= messages.length) return -1;
-  return turn;
+/** Stable text of a message's content for a digest: sorted keys, bytes as hex, provider bookkeeping left out. */
+function contentText(value: unknown, depth = 0): string {
+  if (depth > 64) return '"…"';
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (value instanceof Uint8Array) return JSON.stringify(`bytes:${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`);
+  if (value instanceof ArrayBuffer) return JSON.stringify(`bytes:${Buffer.from(value).toString('hex')}`);
+  if (value instanceof URL) return JSON.stringify(value.href);
+  if (value instanceof Date) return JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString());
+  if (Array.isArray(value)) return `[${value.map((v) => contentText(v, depth + 1)).join(',')}]`;
+  if (typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([k, v]) => !NOT_CONTENT.has(k) && v !== undefined && typeof v !== 'function' && typeof v !== 'symbol')
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${contentText(v, depth + 1)}`).join(',')}}`;
+  }
+  return 'null';
+}
+
+function digest(value: unknown): string {
+  return createHash('sha256').update(contentText(value)).digest('hex').slice(0, 32);
+}
+
+/**
+ * The turn of a tool call, from what the call itself carries, never from its position in
+ * `messages` (chats cap their history: the oldest messages dropped, the same call must stay
+ * the same call):
+ * - the call is in `messages` (an approved call, run after the request that asked; a
+ *   resubmission): its approval id (`approval:<id>`, unique to one request), else a digest
+ *   of the assistant message that made it (`message:<digest>`);
+ * - the call was just made, in this step: a digest of the step's prompt from the last
+ *   assistant message on, or from the earlier call that had this id with its result
+ *   (`step:<digest>`: the previous answer and what followed it, the user's new message or
+ *   the tool results), so a later turn whose call reuses the id (`call_0` every turn) is
+ *   another call, and a retry of the request is the same one.
+ * Provider bookkeeping (`providerOptions`, ids, timestamps a framework adds) is left out
+ * of every digest.
+ */
+export function callTurn(messages: unknown, toolCallId: string): string {
+  if (!Array.isArray(messages)) return 'none';
+  const at = callMessageIndex(messages, toolCallId);
+  if (at !== -1) {
+    const parts = partsOf(messages[at]);
+    const request = parts.find((p) => p!.type === 'tool-approval-request' && p!.toolCallId === toolCallId && typeof p!.approvalId === 'string');
+    if (request != null) return `approval:${request.approvalId as string}`;
+    return `message:${digest((messages[at] as { content?: unknown }).content)}`;
+  }
+  // From the last assistant message on; from an earlier call with this id on, when there is
+  // one (its result then tells this turn from the one before it, whose prompt read the same).
+  let from = -1;
+  let earlier = -1;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { role?: unknown; content?: unknown } | null;
+    if (m?.role !== 'assistant') continue;
+    if (from === -1) from = i;
+    if (hasPart(m, 'tool-call', toolCallId)) {
+      earlier = i;
+      break;
+    }
+  }
+  from = earlier !== -1 ? earlier : Math.max(from, 0);
+  return `step:${digest(messages.slice(from).map((m) => ({ role: (m as { role?: unknown } | null)?.role ?? null, content: (m as { content?: unknown } | null)?.content ?? null })))}`;
 }
 
 function partsOf(message: unknown): Part[] {
@@ -84,41 +161,65 @@ function partsOf(message: unknown): Part[] {
 }
 
 /**
- * The approvals of the call's turn, as the AI SDK reports them in `messages`: each
- * `tool-approval-request` of the assistant message that made the call, answered by a
- * `tool-approval-response` in a tool message after it (approved or denied, with its reason).
- * The approval id is the turn: it is unique to one request, so an approval never covers a
- * later turn's call that reuses the id. Siblings' answers come too, so a denial is recorded
- * when an approved call of the same answer runs (the AI SDK never runs a denied one).
+ * Every answer to an approval request in `messages`: each `tool-approval-response` (in a
+ * tool message), with the `tool-approval-request` it answers and the tool call that
+ * request is about (in an assistant message before it). The approval id is the turn: it is
+ * unique to one request, so a decision never covers a later turn's call that reuses the id.
  */
-export function approvalsOf(messages: unknown, toolCallId: string): { turn: string | null; toolName?: string; decisions: ReportedDecision[] } {
-  const at = callMessageIndex(messages, toolCallId);
-  if (at === -1) return { turn: null, decisions: [] };
-  const list = messages as unknown[];
-  const parts = partsOf(list[at]);
-  const calls = new Map(parts.filter((p) => p!.type === 'tool-call' && typeof p!.toolCallId === 'string').map((p) => [p!.toolCallId as string, p!]));
-  const requests = new Map(parts.filter((p) => p!.type === 'tool-approval-request' && typeof p!.approvalId === 'string').map((p) => [p!.approvalId as string, p!.toolCallId]));
-  const own = calls.get(toolCallId);
-  let turn: string | null = null;
-  for (const [approvalId, callId] of requests) if (callId === toolCallId) turn = approvalId;
-  const decisions: ReportedDecision[] = [];
-  for (const m of list.slice(at + 1)) {
-    if ((m as { role?: unknown } | null)?.role !== 'tool') continue;
+export function approvalResponsesIn(messages: unknown): Array<ReportedDecision & { message: number }> {
+  if (!Array.isArray(messages)) return [];
+  const calls = new Map<string, { part: NonNullable<Part>; message: number }>();
+  const requests = new Map<string, string>();
+  const out: Array<ReportedDecision & { message: number }> = [];
+  const seen = new Set<string>();
+  messages.forEach((m, i) => {
+    const role = (m as { role?: unknown } | null)?.role;
     for (const p of partsOf(m)) {
-      if (p!.type !== 'tool-approval-response' || typeof p!.approvalId !== 'string' || typeof p!.approved !== 'boolean') continue;
-      const call = calls.get(requests.get(p!.approvalId) as string);
-      if (call === undefined || typeof call.toolName !== 'string') continue;
-      decisions.push({
-        toolCallId: call.toolCallId as string,
-        toolName: call.toolName,
-        args: call.input,
+      if (role === 'assistant' && p!.type === 'tool-call' && typeof p!.toolCallId === 'string') calls.set(p!.toolCallId, { part: p!, message: i });
+      if (role === 'assistant' && p!.type === 'tool-approval-request' && typeof p!.approvalId === 'string' && typeof p!.toolCallId === 'string') {
+        requests.set(p!.approvalId, p!.toolCallId);
+      }
+      if (role !== 'tool' || p!.type !== 'tool-approval-response' || typeof p!.approvalId !== 'string' || typeof p!.approved !== 'boolean') continue;
+      if (seen.has(p!.approvalId)) continue; // the first answer to a request is the one the SDK reads
+      const call = calls.get(requests.get(p!.approvalId) ?? '');
+      if (call === undefined || typeof call.part.toolName !== 'string') continue;
+      seen.add(p!.approvalId);
+      out.push({
+        toolCallId: call.part.toolCallId as string,
+        toolName: call.part.toolName,
+        args: call.part.input,
         decision: p!.approved ? 'approve' : 'reject',
         turn: p!.approvalId,
         reason: typeof p!.reason === 'string' ? p!.reason : undefined,
+        message: call.message,
       });
     }
+  });
+  return out;
+}
+
+/**
+ * The approvals a guarded call reports, as the AI SDK shows them in `messages`: the turn
+ * of the call (its approval id), and the decisions to record: the answers to the requests
+ * of the assistant message that made the call (its own and its siblings', so a denial is
+ * recorded when an approved call of the same answer runs), and every denial anywhere in
+ * the history (a lone denial, which nothing of its own request ran, arrives again in every
+ * later request's messages: the first guarded call that runs records it).
+ */
+export function approvalsOf(messages: unknown, toolCallId: string): { turn: string | null; toolName?: string; decisions: ReportedDecision[] } {
+  const at = callMessageIndex(messages, toolCallId);
+  const own = at === -1 ? [] : partsOf((messages as unknown[])[at]);
+  const call = own.find((p) => p!.type === 'tool-call' && p!.toolCallId === toolCallId);
+  const request = own.find((p) => p!.type === 'tool-approval-request' && p!.toolCallId === toolCallId && typeof p!.approvalId === 'string');
+  const decisions: ReportedDecision[] = [];
+  for (const { message, ...d } of approvalResponsesIn(messages)) {
+    if ((at !== -1 && message === at) || d.decision === 'reject') decisions.push(d);
   }
-  return { turn, toolName: typeof own?.toolName === 'string' ? own.toolName : undefined, decisions };
+  return {
+    turn: request == null ? null : (request.approvalId as string),
+    toolName: typeof call?.toolName === 'string' ? call.toolName : undefined,
+    decisions,
+  };
 }
 
 export interface AiSdkToolOptions<I, R> extends ToolHelperOptions<I, R> {
@@ -136,7 +237,7 @@ const HINT =
 
 /**
  * Wraps an AI SDK `execute(input, options)`: the key comes from the scope, the turn (see
- * `turnOf`), `options.toolCallId` and the input; the options object (messages, abort
+ * `callTurn`), `options.toolCallId` and the input; the options object (messages, abort
  * signal) is passed through but never serialized into the key. A missing scope is a
  * TypeError at wrap time (or at call time when the scope function returns nothing, also
  * a process warning); a call without a `toolCallId` (called by hand, outside
@@ -174,7 +275,7 @@ export function idempotentTool<I, R>(
           toolCallId,
           toolName: approval.toolName,
           signal: execOptions.abortSignal,
-          scope: { chat, turn: turnOf(execOptions.messages, toolCallId) },
+          scope: { chat, turn: callTurn(execOptions.messages, toolCallId) },
           conversation: { chat },
           approvalScope: chat,
           turn: approval.turn,
@@ -219,4 +320,42 @@ export function idempotentTools<T extends Record<string, unknown>>(tools: T, opt
     out[name] = copyTool(tool as object, { execute: idempotentTool(execute as (input: unknown, o: AiSdkToolOptionsLike) => unknown, own) });
   }
   return out as T;
+}
+
+/** What `recordApprovalResponses` takes besides the messages. */
+export interface RecordApprovalResponsesOptions {
+  /** The chat, as the tools' `scope` option gives it (the same value). */
+  scope: Json;
+  /** The tools' store. Default: `defaultStore()`. */
+  store?: Store;
+  /** Forget the decisions this long after they were recorded, as the calls' records are forgotten. */
+  ttlMs?: number;
+}
+
+/**
+ * `await recordApprovalResponses(messages, { scope: chatId })`: records every answer to a
+ * tool approval request in the request's `messages` (approved, or denied with its reason),
+ * as the guarded tools of `idempotentTools` would. Call it in your route before
+ * `generateText`/`streamText`: a denial then stands at once, even when nothing of its
+ * request runs (a lone denial the model answers in text), so a resubmission that flips it
+ * to approved never runs the call. Without it, a denial is recorded by the first guarded
+ * tool that runs with it in its messages (the same request's approved sibling, or any
+ * later request). The first decision for a call wins; recording one again changes nothing.
+ */
+export async function recordApprovalResponses(messages: unknown, options: RecordApprovalResponsesOptions): Promise<void> {
+  const where = 'idempotent-tools/ai-sdk: recordApprovalResponses(messages, { scope })';
+  if (options === null || typeof options !== 'object') throw new TypeError(`${where}: options must be an object such as { scope: chatId }, not ${describe(options)}`);
+  const { scope, store, ttlMs } = options;
+  if (scope === undefined || scope === null || scope === '') {
+    throw new TypeError(`${where}: "scope" is ${describe(scope)}; give the chat id your tools' "scope" option gives.`);
+  }
+  if (!Array.isArray(messages)) throw new TypeError(`${where}: messages must be the request's messages (an array), not ${describe(messages)}`);
+  const responses = approvalResponsesIn(messages).map(({ message: _, ...d }) => d);
+  if (responses.length === 0) return;
+  await recordReported(store ?? defaultStore(), scope, responses, {
+    source: 'ai-sdk',
+    ttlMs,
+    meta: (toolCallId) => ({ framework: 'ai-sdk', toolCallId, scope: scopeLabel(scope) }),
+    emit: () => {},
+  });
 }

@@ -19,6 +19,7 @@ import {
   describeDecision,
   recordDecision,
 } from '../core/approvals.js';
+import { canonicalJson } from '../core/canonical.js';
 import { ApprovalMismatchError, ToolCallRejectedError } from '../core/errors.js';
 import type { IdempotencyEvent } from '../core/events.js';
 import type { RecordMeta, Store } from '../core/store.js';
@@ -93,11 +94,17 @@ export async function recordReported(
   reported: ReportedDecision[],
   o: CheckOptions,
   fallbackFingerprint?: (r: ReportedDecision) => string | null,
+  /** Decisions whose outcome the caller does not need (not the running call's): skipped once this process saw them stand. */
+  settledOnce?: (r: ReportedDecision) => boolean,
 ): Promise<Array<{ reported: ReportedDecision; stored: StoredDecision }>> {
   const out: Array<{ reported: ReportedDecision; stored: StoredDecision }> = [];
+  let seen = standing.get(store);
+  if (seen === undefined) standing.set(store, (seen = new Set()));
   for (const r of reported) {
     const argsFingerprint = fingerprintOr(r.toolName, r.args, fallbackFingerprint?.(r) ?? null);
     if (argsFingerprint === null && r.decision !== 'reject') continue; // an approval we cannot fingerprint: its own run records it
+    const once = settledOnce?.(r) === true ? `${canonicalJson([scope, r.turn, r.toolCallId, r.toolName, r.decision, argsFingerprint])}` : undefined;
+    if (once !== undefined && seen.has(once)) continue;
     const { outcome, stored } = await recordDecision(store, {
       scope,
       turn: r.turn,
@@ -112,10 +119,23 @@ export async function recordReported(
       meta: o.meta(r.toolCallId),
     });
     if (outcome === 'recorded') o.emit(r.toolCallId, { type: PAST[r.decision], key: stored.key, name: r.toolName, decision: r.decision });
+    if (once !== undefined) {
+      if (seen.size >= STANDING_MAX) seen.clear();
+      seen.add(once);
+    }
     out.push({ reported: r, stored });
   }
   return out;
 }
+
+/**
+ * Per store, the reported decisions this process already saw recorded (or refused for an
+ * earlier one): a history carries its denials into every later request (AI SDK), and a
+ * decision once recorded never changes, so each is written once per process, not once per
+ * guarded call.
+ */
+const standing = new WeakMap<object, Set<string>>();
+const STANDING_MAX = 10_000;
 
 /**
  * Records `reported`, then decides whether `call` may run: undefined, or why not.
@@ -123,7 +143,7 @@ export async function recordReported(
  */
 export async function checkApproval(store: Store, call: ApprovalCall, reported: ReportedDecision[], o: CheckOptions): Promise<Refusal | undefined> {
   const isOwn = (r: ReportedDecision) => r.toolCallId === call.toolCallId && r.toolName === call.toolName && r.turn === call.turn;
-  const recorded = await recordReported(store, call.scope, reported, o, (r) => (isOwn(r) ? call.argsFingerprint : null));
+  const recorded = await recordReported(store, call.scope, reported, o, (r) => (isOwn(r) ? call.argsFingerprint : null), (r) => !isOwn(r));
   const own = recorded.find((x) => isOwn(x.reported))?.stored;
   const decisions = await decisionsFor(store, call, call.executionScope, own);
   const rejected = decisions.find((d) => d.kind === 'rejected');

@@ -18,12 +18,12 @@
  */
 
 import { classifyThrown } from '../core/control-flow.js';
-import { defaultStore } from '../stores/default-store.js';
+import { defaultStore } from '../core/default-store.js';
 import { type IdempotencyEvent, publish } from '../core/events.js';
 import type { Store } from '../core/store.js';
 import { recordReported } from './approval-guard.js';
 import { hitlDecisions, refusalToolMessage, rejectedCallsMessage } from './langchain-hitl.js';
-import { aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph.js';
+import { aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph-state.js';
 import {
   type Json,
   type Scope,

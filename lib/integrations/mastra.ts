@@ -21,7 +21,7 @@
  * ```
  */
 
-import { turnOf } from './ai-sdk.js';
+import { callTurn } from './ai-sdk.js';
 import { type Json, type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
@@ -115,17 +115,20 @@ function wrapMastra<I, R>(
           scoped = { thread: threadId, resource: idOf(agent?.resourceId) ?? null };
           approvalScope = threadId;
         }
-        // The turn (the position of the assistant message that made the call, as for the AI
-        // SDK, whose message format Mastra passes): call ids that repeat every turn differ.
+        // The turn: the run (approveToolCall resumes it under its id; a later turn is another
+        // run), and within it the step that made the call, read as for the AI SDK, whose
+        // message format Mastra passes (never a position: memory caps the history it sends).
+        // Call ids that repeat every turn, or every step, are other calls.
+        const runId = idOf(context.runId) ?? null;
         return {
           framework: 'mastra',
           toolCallId,
           signal: context.abortSignal,
-          scope: { conversation: scoped, turn: turnOf(agent?.messages, toolCallId) },
+          scope: { conversation: scoped, run: runId, turn: callTurn(agent?.messages, toolCallId) },
           conversation: { conversation: scoped },
           approvalScope,
           // The run: approveToolCall resumes it under the same id; a later turn is another run.
-          turn: idOf(context.runId) ?? null,
+          turn: runId,
         };
       },
       approvals: {

@@ -22,7 +22,13 @@
  * ```
  */
 
-import { type Framework, type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
+import { createHash, randomUUID } from 'node:crypto';
+
+import { recordApproval } from '../core/approvals.js';
+import { canonicalJson } from '../core/canonical.js';
+import { defaultStore } from '../core/default-store.js';
+import type { Store } from '../core/store.js';
+import { type Framework, type Json, type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 
@@ -53,8 +59,119 @@ function modelArguments(details: ToolCallDetailsLike | undefined): unknown {
   }
 }
 
-/** The id the Agents SDK gives items whose provider sent none (Chat Completions): no help in telling turns apart. */
-const FAKE_ID = '__fake_id__';
+/**
+ * Ids that name no model response: what the Agents SDK and its model adapters put where a
+ * provider sent none (`FAKE_ID` in @openai/agents-openai, `__fake_id__` elsewhere).
+ */
+const PLACEHOLDER_IDS = new Set(['FAKE_ID', '__fake_id__']);
+
+/** The item id of a call when it names a model response or item (not a placeholder, not absent). */
+function realItemId(toolCall: { id?: unknown } | undefined): string | undefined {
+  const id = idOf(toolCall?.id);
+  return id === undefined || PLACEHOLDER_IDS.has(id) ? undefined : id;
+}
+
+/**
+ * Turns of calls whose model response carries no id, minted when the Runner first asks the
+ * tool whether the call needs approval (a new call of the model: `needsApproval`, which
+ * `idempotentTools` wraps): per RunContext (the run, kept across an interruption and
+ * `run(agent, state)` in this process), `<tool>\0<call id>` to the turn.
+ */
+const minted = new WeakMap<object, Map<string, string>>();
+
+/** Where the turns minted for one call id of one tool in one conversation are kept, one record each, newest last. */
+function turnChain(scope: Json, toolName: string, callId: string): string {
+  const digest = createHash('sha256').update(canonicalJson({ scope, toolName, callId })).digest('hex').slice(0, 32);
+  return `idempotent-tools:turn|${toolName}|${callId}|${digest}`;
+}
+
+/** How many turns of one call id a conversation may mint (a chain longer than this is read no further). */
+const CHAIN_MAX = 1000;
+
+/**
+ * Keeps `turn` as the newest turn of the call in the store: a run saved at its interruption
+ * and resumed from its string (in this process or another: a new RunContext, nothing of
+ * ours in the saved state) finds it there.
+ */
+async function keepTurn(store: Store, chain: string, toolName: string, turn: string, ttlMs: number | undefined): Promise<void> {
+  for (let n = 1; n <= CHAIN_MAX; n++) {
+    const key = `${chain}|${n}`;
+    const claim = await store.acquire({ key, name: `idempotent-tools:turn:${toolName}`, fingerprint: 'idempotent-tools:turn', leaseMs: 30_000, ttlMs, force: false });
+    if (!claim.acquired) continue;
+    await store.complete({ key, token: claim.token, resultJson: JSON.stringify(turn), ttlMs });
+    return;
+  }
+}
+
+/** The newest turn kept for the call (see keepTurn), or null. */
+async function keptTurn(store: Store, chain: string): Promise<string | null> {
+  let newest: string | null = null;
+  for (let n = 1; n <= CHAIN_MAX; n++) {
+    const r = await store.get(`${chain}|${n}`);
+    if (r === null) return newest;
+    if (r.status === 'completed' && typeof r.result === 'string') newest = r.result;
+  }
+  return newest;
+}
+
+/**
+ * The turn of a call, from what both kinds of model give the tool. The output item's id
+ * where there is one: with a Chat Completions model it is the model response's own id
+ * (`chatcmpl-…`, shared by the calls of one response), with the Responses API the item's
+ * (`fc_…`). For a model whose responses carry no id (a placeholder, or none): the turn
+ * minted when the model made the call (see `minted` and `keepTurn`; `idempotentTools`
+ * mints them), from this run's RunContext, else the newest kept in the store. Never the
+ * call id alone, which providers restart every turn (`call_0`). Null when nothing tells
+ * the turn (the per-tool `idempotentTool` with such a model, which sees no new call).
+ */
+async function agentsTurn(
+  runContext: unknown,
+  toolCall: { id?: unknown } | undefined,
+  toolName: string | undefined,
+  callId: string,
+  chain: () => { store: Store; key: string } | undefined,
+): Promise<string | null> {
+  const itemId = realItemId(toolCall);
+  if (itemId !== undefined) return itemId;
+  if (toolName === undefined) return null;
+  if (runContext !== null && typeof runContext === 'object') {
+    const own = minted.get(runContext)?.get(`${toolName}\0${callId}`);
+    if (own !== undefined) return own;
+  }
+  const where = chain();
+  return where === undefined ? null : keptTurn(where.store, where.key);
+}
+
+/**
+ * `needsApproval` for a guarded tool: asks the tool's own, and on the way mints the turn of
+ * the call (the Runner asks once per new call of the model, before it interrupts the run
+ * for an approval, and not again when the approved run resumes). A call that needs approval
+ * has its turn kept in the store too, for a saved run resumed from its string.
+ */
+function mintingNeedsApproval(
+  tool: FunctionToolLike & { needsApproval?: unknown },
+  where: () => { store: Store; scope: Scope<[unknown, RunContextLike, ToolCallDetailsLike | undefined]>; ttlMs?: number },
+) {
+  const own = tool.needsApproval;
+  return async function needsApproval(runContext: RunContextLike, input: unknown, callId?: string): Promise<boolean> {
+    const needs = typeof own === 'function' ? Boolean(await own.call(tool, runContext, input, callId)) : own === true;
+    if (typeof callId !== 'string' || callId === '' || runContext === null || typeof runContext !== 'object') return needs;
+    const turn = `run:${randomUUID()}`;
+    let calls = minted.get(runContext);
+    if (calls === undefined) minted.set(runContext, (calls = new Map()));
+    calls.set(`${tool.name}\0${callId}`, turn);
+    if (needs) {
+      try {
+        const { store, scope, ttlMs } = where();
+        const conversation = resolveScope('openai-agents', scope, [input, runContext, undefined], HINT);
+        await keepTurn(store, turnChain(conversation, tool.name, callId), tool.name, turn, ttlMs);
+      } catch {
+        // No scope yet, or the store is down: the call's own run says so when it runs.
+      }
+    }
+    return needs;
+  };
+}
 
 export interface OpenAiAgentsToolOptions<I, R, C = any> extends ToolHelperOptions<I, R> {
   /**
@@ -86,7 +203,7 @@ export function idempotentTool<I, R, C = any>(
   }
   type Rest = [RunContextLike<C>, ToolCallDetailsLike | undefined];
   return wrapToolCall<I, Rest, R>(
-    agentsFramework<I, Rest>(scope as Scope<[I, RunContextLike<C>, ToolCallDetailsLike | undefined]>),
+    agentsFramework<I, Rest>(scope as Scope<[I, RunContextLike<C>, ToolCallDetailsLike | undefined]>, () => (rest.store as Store | undefined) ?? defaultStore()),
     fn as (input: I, ...rest: Rest) => R,
     rest as OpenAiAgentsToolOptions<I, R, C> & Record<string, unknown>,
   ) as (input: I, runContext?: RunContextLike<C>, details?: ToolCallDetailsLike) => Promise<Awaited<R>>;
@@ -95,6 +212,7 @@ export function idempotentTool<I, R, C = any>(
 /** How this helper reads a call: the call id and item id from `details`, the scope from the option. */
 function agentsFramework<I, Rest extends [RunContextLike, ToolCallDetailsLike | undefined, ...unknown[]]>(
   scope: Scope<[I, RunContextLike, ToolCallDetailsLike | undefined]>,
+  storeOf: () => Store,
   failedOutput?: (result: unknown) => string | undefined,
 ): Framework<I, Rest> {
   return {
@@ -102,7 +220,7 @@ function agentsFramework<I, Rest extends [RunContextLike, ToolCallDetailsLike | 
       generator: 'last-yield',
       carriesToolName: true,
       failedOutput,
-      identify: (input, [runContext, details]) => {
+      identify: async (input, [runContext, details]) => {
         const toolCallId = idOf(details?.toolCall?.callId);
         if (toolCallId === undefined) {
           throw new TypeError(
@@ -111,20 +229,21 @@ function agentsFramework<I, Rest extends [RunContextLike, ToolCallDetailsLike | 
               'Let the Runner call it, or pass (input, runContext, { toolCall: { callId } }) when you call it directly.',
           );
         }
-        // The model's output item id (Responses API) is unique per turn even when a provider
-        // reuses call ids; the Chat Completions path has none (a fixed placeholder).
-        const itemId = idOf(details?.toolCall?.id);
-        const item = itemId === undefined || itemId === FAKE_ID ? null : itemId;
         const conversation = resolveScope('openai-agents', scope, [input, runContext, details], HINT);
+        const toolName = typeof details?.toolCall?.name === 'string' ? details.toolCall.name : undefined;
+        // The turn tells apart calls whose ids repeat (call_0 every turn): see agentsTurn.
+        const turn = await agentsTurn(runContext, details?.toolCall, toolName, toolCallId, () =>
+          toolName === undefined ? undefined : { store: storeOf(), key: turnChain(conversation, toolName, toolCallId) },
+        );
         return {
           framework: 'openai-agents',
           toolCallId,
-          toolName: typeof details?.toolCall?.name === 'string' ? details.toolCall.name : undefined,
+          toolName,
           signal: details?.signal,
-          scope: { conversation, item },
+          scope: { conversation, turn },
           conversation: { conversation },
           approvalScope: conversation,
-          turn: item,
+          turn,
         };
       },
       approvals: {
@@ -196,13 +315,14 @@ export function idempotentTools<T extends readonly unknown[], C = any>(tools: T,
       throw new TypeError(`${where}: tool "${t.name}": idempotentTools() needs a "scope" option (it is ${describe(scope)}). Call ids repeat across conversations; ${HINT}`);
     }
     const invoke = t.invoke;
+    const storeOf = () => (rest.store as Store | undefined) ?? defaultStore();
     type Rest = [RunContextLike<C>, ToolCallDetailsLike | undefined, string];
     // The key is made from the parsed input (so {"a":1,"b":2} and {"b":2,"a":1} are one call);
     // the tool gets the JSON text the model sent, as before.
     // What the tool's own invoke threw (an abort, a raise_exception timeout) goes on as it was.
     const thrownByTool = new WeakSet<object>();
     const guarded = wrapToolCall<unknown, Rest, Promise<unknown>>(
-      agentsFramework<unknown, Rest>(scope as Scope<[unknown, RunContextLike, ToolCallDetailsLike | undefined]>, defaultErrorOutput),
+      agentsFramework<unknown, Rest>(scope as Scope<[unknown, RunContextLike, ToolCallDetailsLike | undefined]>, storeOf, defaultErrorOutput),
       async function (this: unknown, _parsed: unknown, runContext: RunContextLike<C>, details: ToolCallDetailsLike | undefined, text: string) {
         try {
           return await invoke.call(t, runContext, text, details);
@@ -214,6 +334,12 @@ export function idempotentTools<T extends readonly unknown[], C = any>(tools: T,
       rest as ToolHelperOptions<unknown, Promise<unknown>> & Record<string, unknown>,
     );
     return copyTool(t, {
+      // Asked once per new call of the model: the turn of a call whose response has no id is minted here.
+      needsApproval: mintingNeedsApproval(t as FunctionToolLike & { needsApproval?: unknown }, () => ({
+        store: storeOf(),
+        scope: scope as Scope<[unknown, RunContextLike, ToolCallDetailsLike | undefined]>,
+        ttlMs: rest.ttlMs as number | undefined,
+      })),
       invoke: async (runContext: RunContextLike<C>, input: string, details?: ToolCallDetailsLike) => {
         try {
           return await guarded(parsedInput(input), runContext, details, input);
@@ -236,4 +362,70 @@ function parsedInput(input: unknown): unknown {
   } catch {
     return input;
   }
+}
+
+/** The parts of a RunState `rejectToolCall` uses: `reject`, and the run's RunContext. */
+export interface RunStateLike {
+  reject(item: any, options?: { message?: string; alwaysReject?: boolean }): void;
+  /** The run's RunContext (what every tool of the run gets). */
+  _context?: unknown;
+}
+
+/** The parts of an interruption (`RunToolApprovalItem`) `rejectToolCall` reads. */
+export interface ToolApprovalItemLike {
+  rawItem?: { type?: string; callId?: string; id?: string; name?: string; arguments?: string } | unknown;
+}
+
+/** What `rejectToolCall` takes besides the state and the item. */
+export interface RejectToolCallOptions<C = any> {
+  /** The conversation, as the tools' `scope` option gives it: the same value or function. */
+  scope: Scope<[any, RunContextLike<C>, ToolCallDetailsLike | undefined]>;
+  /** The tools' store. Default: `defaultStore()`. */
+  store?: Store;
+  /** The rejection's message: the model gets it (as `state.reject` passes it on), and the record keeps it. */
+  message?: string;
+  /** Who rejected. */
+  by?: string;
+  /** Forget the decision this long after it was recorded. */
+  ttlMs?: number;
+}
+
+/**
+ * `await rejectToolCall(state, item, { scope, message })` instead of
+ * `state.reject(item, { message })`: records the rejection, bound to the call (its scope,
+ * turn, call id and tool), then rejects it in the run. The Runner never runs a rejected
+ * call, so the guarded tool never sees the rejection; recorded, it is final: a copy of
+ * the run saved before it, resumed and approved (in this process or another), does not
+ * run the call. Another decision recorded for the call first is an `ApprovalConflictError`
+ * (and nothing is rejected).
+ */
+export async function rejectToolCall<C = any>(state: RunStateLike, item: ToolApprovalItemLike, options: RejectToolCallOptions<C>): Promise<void> {
+  const where = 'idempotent-tools/openai-agents: rejectToolCall(state, item, { scope })';
+  if (state === null || typeof state !== 'object' || typeof state.reject !== 'function') {
+    throw new TypeError(`${where}: state must be the RunState whose interruption this is (result.state), not ${describe(state)}`);
+  }
+  if (options === null || typeof options !== 'object') throw new TypeError(`${where}: options must be an object such as { scope, message }, not ${describe(options)}`);
+  const raw = (item as { rawItem?: { callId?: unknown; id?: unknown; name?: unknown; arguments?: unknown } } | null)?.rawItem;
+  const toolCallId = idOf(raw?.callId);
+  if (toolCallId === undefined || typeof raw?.name !== 'string' || raw.name === '') {
+    throw new TypeError(`${where}: item must be one of the run's interruptions (result.interruptions), a function tool call with rawItem.callId and rawItem.name`);
+  }
+  const details: ToolCallDetailsLike = { toolCall: raw as ToolCallDetailsLike['toolCall'] };
+  const args = modelArguments(details);
+  const runContext = state._context as RunContextLike<C>;
+  const scope = resolveScope('openai-agents', options.scope, [args, runContext, details], HINT);
+  const store = options.store ?? defaultStore();
+  const turn = await agentsTurn(runContext, raw as { id?: unknown }, raw.name, toolCallId, () => ({ store, key: turnChain(scope, raw.name as string, toolCallId) }));
+  await recordApproval(store, {
+    scope,
+    toolCallId,
+    toolName: raw.name,
+    ...(args === undefined ? {} : { args }),
+    decision: 'reject',
+    turn,
+    ...(options.by === undefined ? {} : { by: options.by }),
+    ...(options.message === undefined ? {} : { reason: options.message }),
+    ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+  });
+  state.reject(item, options.message === undefined ? undefined : { message: options.message });
 }

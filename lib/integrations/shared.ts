@@ -19,9 +19,12 @@ import { createHash } from 'node:crypto';
 
 import { running } from '../core/call-context.js';
 import { Unencodable, canonicalJson } from '../core/canonical.js';
+import { defaultStore } from '../core/default-store.js';
 import { ToolSuspended, markAborted } from '../core/control-flow.js';
 import { approvalArgsFingerprint } from '../core/approvals.js';
-import { defaultStore } from '../stores/default-store.js';
+// The environment's choice of default store, registered with core/ as it loads: a helper
+// made without `store` (and recordApproval) may be the first thing an application imports.
+import '../stores/default-store.js';
 import { KeyMismatchError } from '../core/errors.js';
 import { type IdempotencyEvent, publish } from '../core/events.js';
 import { type IdempotentFunction, idempotent } from '../core/idempotent.js';
@@ -128,8 +131,8 @@ export type GeneratorResult = 'return-value' | 'last-yield';
 /** What a helper tells `wrapToolCall` about its framework. @internal */
 export interface Framework<I, Rest extends unknown[]> {
   name: string;
-  /** Names the tool call; throws a TypeError when the framework context is missing. */
-  identify: (input: I, rest: Rest, tool: ToolIdentity) => CallSite;
+  /** Names the tool call; throws a TypeError when the framework context is missing. (It may look in the store: OpenAI Agents' turn of a model without response ids.) */
+  identify: (input: I, rest: Rest, tool: ToolIdentity) => CallSite | Promise<CallSite>;
   /** The final value of a generator tool: its return value (LangChain) or its last yield (AI SDK). */
   generator: GeneratorResult;
   /** Whether the framework tells the tool its name at call time (then an anonymous `fn` is fine). */
@@ -330,7 +333,8 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     }
     const reported = approvals?.reported ? await approvals.reported(input as I, frameworkArgs as Rest, site) : [];
     return checkApproval(
-      (rest.store as Store | undefined) ?? defaultStore(),
+      // The store of the call being checked (its record is there): the given one, or the default it resolved to.
+      running.getStore()?.store ?? (rest.store as Store | undefined) ?? defaultStore(),
       { scope: site.approvalScope ?? site.conversation ?? site.scope, turn: site.turn ?? null, toolCallId: site.toolCallId, toolName, argsFingerprint, executionScope: site.scope },
       reported,
       {
@@ -414,7 +418,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     let args: Args;
     let business: string | undefined;
     try {
-      site = framework.identify(input, frameworkArgs, tool);
+      site = await framework.identify(input, frameworkArgs, tool);
       name = fixedName || site.toolName || '';
       if (name === '') {
         throw new TypeError(

@@ -1,6 +1,6 @@
 /**
- * The store of every wrapper made without `store`, chosen in one place: `setDefaultStore`
- * in code, else the environment, which the CLI and the MCP proxy read the same way:
+ * The environment's choice of store, which the library's default store (core/default-store.ts,
+ * unless `setDefaultStore` chose one in code), the CLI and the MCP proxy read the same way:
  *
  * - `IDEMPOTENT_TOOLS_REDIS_URL` (with `IDEMPOTENT_TOOLS_REDIS_PREFIX`): a RedisStore;
  * - `IDEMPOTENT_TOOLS_POSTGRES_URL` (with `IDEMPOTENT_TOOLS_POSTGRES_TABLE`): a PostgresStore;
@@ -15,12 +15,17 @@
  * a table of their own.
  */
 
-import { RedisStore } from './redis-store.js';
-import { PostgresStore } from './postgres-store.js';
-import { SqliteStore, defaultStorePath } from './sqlite-store.js';
-import { projectNamespace } from './project.js';
 import { resolve } from 'node:path';
+
+import { registerDefaultStoreSource } from '../core/default-store.js';
 import type { Store } from '../core/store.js';
+import { PostgresStore, postgresPlace } from './postgres-store.js';
+import { projectNamespace } from './project.js';
+import { RedisStore, redisPlace } from './redis-store.js';
+import { SqliteStore, defaultStorePath, sqlitePlace } from './sqlite-store.js';
+
+// Where they were before core/ owned them: modules that import them from here keep working.
+export { defaultStore, defaultStoreGeneration, setDefaultStore } from '../core/default-store.js';
 
 /** Which store the environment names, before it is opened. */
 export type StoreChoice =
@@ -53,36 +58,31 @@ export function storeFromEnvironment(): StoreChoice {
 
 /** The stores the environment named so far, one per choice (and project, for SQLite). */
 const opened = new Map<string, Store & { closed?: boolean }>();
-let chosen: Store | undefined;
-/** Bumped by every setDefaultStore: wrappers that resolved the default before look again. */
-let generation = 0;
 
-/** @internal How many times the default was set (see `idempotent.ts`). */
-export function defaultStoreGeneration(): number {
-  return generation;
-}
-
-function opening(choice: StoreChoice): { id: string; open: () => Store } {
+function opening(choice: StoreChoice): { id: string; place: () => string; open: () => Store } {
   switch (choice.kind) {
     case 'redis':
-      return { id: JSON.stringify(['redis', choice.url, choice.prefix ?? null]), open: () => new RedisStore({ url: choice.url, prefix: choice.prefix }) };
+      return {
+        id: JSON.stringify(['redis', choice.url, choice.prefix ?? null]),
+        place: () => redisPlace(choice.url, choice.prefix),
+        open: () => new RedisStore({ url: choice.url, prefix: choice.prefix }),
+      };
     case 'postgres':
-      return { id: JSON.stringify(['postgres', choice.url, choice.table ?? null]), open: () => new PostgresStore({ url: choice.url, table: choice.table }) };
+      return {
+        id: JSON.stringify(['postgres', choice.url, choice.table ?? null]),
+        place: () => postgresPlace({ connectionString: choice.url }, choice.table),
+        open: () => new PostgresStore({ url: choice.url, table: choice.table }),
+      };
     case 'sqlite': {
       const path = resolve(choice.path);
       const namespace = projectNamespace();
-      return { id: JSON.stringify(['sqlite', path, namespace]), open: () => new SqliteStore({ path, namespace }) };
+      return { id: JSON.stringify(['sqlite', path, namespace]), place: () => sqlitePlace(path, namespace), open: () => new SqliteStore({ path, namespace }) };
     }
   }
 }
 
-/**
- * The store every wrapper made without `store` uses: the one `setDefaultStore` set, else
- * the one the environment names (read when called; every call with the same environment
- * and project returns the same store). Its class and `path` say which it is.
- */
-export function defaultStore(): Store {
-  if (chosen !== undefined) return chosen;
+/** The store the environment names now (the same object for the same choice and project, while open). */
+export function environmentStore(): Store {
   const { id, open } = opening(storeFromEnvironment());
   let store = opened.get(id);
   if (store === undefined || store.closed === true) {
@@ -92,23 +92,18 @@ export function defaultStore(): Store {
   return store;
 }
 
-/**
- * Sets the store of every wrapper made without `store` (calls already running keep the
- * one they started with); `null` goes back to the environment's choice. The store is
- * the caller's: closing it is too.
- */
-export function setDefaultStore(store: Store | null): void {
-  if (store !== null) {
-    const missing = ['get', 'acquire', 'complete', 'fail'].filter(
-      (m) => store === undefined || typeof (store as unknown as Record<string, unknown>)[m] !== 'function',
-    );
-    if (store === undefined || typeof store !== 'object' || missing.length > 0) {
-      throw new TypeError(
-        `setDefaultStore(store): store must implement the store interface (missing: ${missing.join(', ') || 'an object'}); ` +
-          'pass a SqliteStore, RedisStore, PostgresStore or MemoryStore, or null for the environment\'s choice',
-      );
+// The default store of core/ (core/default-store.ts) is the environment's choice unless
+// setDefaultStore says otherwise: registered as this module loads, which every entry point
+// that can make a wrapper without `store` makes happen (index.ts, integrations/shared.ts).
+registerDefaultStoreSource({
+  open: environmentStore,
+  place: () => {
+    let choice: StoreChoice;
+    try {
+      choice = storeFromEnvironment();
+    } catch {
+      return 'environment:unresolved'; // a misconfigured environment: the first call says what is wrong
     }
-  }
-  chosen = store ?? undefined;
-  generation++;
-}
+    return opening(choice).place();
+  },
+});

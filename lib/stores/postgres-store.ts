@@ -2,7 +2,8 @@
  * The PostgreSQL store, for teams that already run Postgres. Every record is one row of
  * one table; acquire, renew, complete, fail and release are each one atomic statement,
  * fenced by token and timed by the server's clock (the SQL is in src/postgres/sql/).
- * Settles send NOTIFY, so 'block' waiters in other processes resume at once.
+ * Settles of awaited claims send NOTIFY (with the claim's tag, never the key), so 'block'
+ * waiters in other processes resume at once.
  */
 
 import * as native from '../core/native.js';
@@ -54,6 +55,12 @@ export class PostgresStore extends NativeBackedStore {
   readonly table: string;
   readonly #pg: native.NativePostgresStore;
   readonly #watchers = new Map<string, Set<() => void>>();
+  /**
+   * The keys awaited in this process, by the tag of the claim each awaits (watch.sql): a
+   * NOTIFY carries the tag, never the key, and wakes only that key's waiters.
+   */
+  readonly #keyOfTag = new Map<string, string>();
+  readonly #tagsOfKey = new Map<string, Set<string>>();
   /** Which listening loop is current, 0 for none (a stopped loop's late replies are ignored). */
   #listening = 0;
   #loops = 0;
@@ -133,7 +140,8 @@ export class PostgresStore extends NativeBackedStore {
    * `key`'s record is settled in any process, or when a settle may have been missed.
    * Once this store LISTENs, the key's pending claim is marked as awaited (`watch.sql`),
    * so that its settle sends NOTIFY (settles nobody awaits send none: NOTIFY serialises
-   * commits server-wide). A key that was no longer pending when marked is looked at again
+   * commits server-wide); the mark answers with the claim's tag, which that NOTIFY carries
+   * instead of the key. A key that was no longer pending when marked is looked at again
    * at once. Returns the unsubscribe.
    */
   watchSettles(key: string, onSettled: () => void): () => void {
@@ -142,20 +150,41 @@ export class PostgresStore extends NativeBackedStore {
     set.add(onSettled);
     if ((this.#listening === 0 || this.#ready === undefined) && !this.closed) this.#ready = this.#listen();
     let active = true;
-    void this.#ready?.then(() => (active ? this.#pg.watch(key) : true)).then(
-      (pending) => active && !pending && onSettled(),
+    void this.#ready?.then(() => (active ? this.#pg.watch(key) : undefined)).then(
+      (tag) => {
+        if (!active || tag === undefined) return;
+        if (tag === null) return onSettled(); // not pending (any more): look again now
+        this.#tag(key, tag);
+      },
       () => active && onSettled(), // could not mark it: look again now, then poll
     );
     return () => {
       active = false;
       set.delete(onSettled);
-      if (set.size === 0 && this.#watchers.get(key) === set) this.#watchers.delete(key);
+      if (set.size === 0 && this.#watchers.get(key) === set) {
+        this.#watchers.delete(key);
+        this.#untag(key);
+      }
       if (this.#watchers.size === 0 && this.#listening !== 0) {
         this.#listening = 0;
         this.#ready = undefined;
         this.#pg.stopListening();
       }
     };
+  }
+
+  /** `key` is awaited under the claim `tag` (a takeover gives the key a new claim, and a new tag). */
+  #tag(key: string, tag: string): void {
+    if (!this.#watchers.has(key)) return; // every waiter of the key left meanwhile
+    this.#keyOfTag.set(tag, key);
+    let tags = this.#tagsOfKey.get(key);
+    if (tags === undefined) this.#tagsOfKey.set(key, (tags = new Set()));
+    tags.add(tag);
+  }
+
+  #untag(key: string): void {
+    for (const tag of this.#tagsOfKey.get(key) ?? []) this.#keyOfTag.delete(tag);
+    this.#tagsOfKey.delete(key);
   }
 
   /** Starts a listening loop; resolves once its LISTEN is in place. */
@@ -166,21 +195,23 @@ export class PostgresStore extends NativeBackedStore {
     void (async () => {
       let first = true;
       for (;;) {
-        let keys: string[] | null;
+        let tags: string[] | null;
         try {
-          keys = await this.#pg.nextSettled();
+          tags = await this.#pg.nextSettled();
         } catch {
-          keys = null; // the store closed under us: the waiters fall back to polling
+          tags = null; // the store closed under us: the waiters fall back to polling
         }
-        if (keys === null || this.#listening !== loop) return;
-        for (const key of keys) {
-          if (key === '' && first) {
+        if (tags === null || this.#listening !== loop) return;
+        for (const tag of tags) {
+          if (tag === '' && first) {
             first = false;
             began();
             continue;
           }
           // '' after a reconnect: a NOTIFY may have been missed, everyone looks again.
-          const wake = key === '' ? [...this.#watchers.values()].flatMap((s) => [...s]) : [...(this.#watchers.get(key) ?? [])];
+          // Otherwise only the waiters of the claim the tag names (none: another process's).
+          const key = tag === '' ? undefined : this.#keyOfTag.get(tag);
+          const wake = tag === '' ? [...this.#watchers.values()].flatMap((s) => [...s]) : key === undefined ? [] : [...(this.#watchers.get(key) ?? [])];
           for (const w of wake) w();
         }
       }

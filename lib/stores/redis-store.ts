@@ -187,8 +187,8 @@ export class RedisStore extends NativeBackedStore {
     }
     super(async () => raw as NativeStore);
     this.path = raw.path;
-    this.prefix = checked.prefix ?? 'idempotent-tools:';
-    this.#place = `redis:${checked.url}#${checked.prefix ?? 'idempotent-tools:'}`;
+    this.prefix = checked.prefix ?? DEFAULT_PREFIX;
+    this.#place = redisPlace(checked.url, checked.prefix);
     this.#calls = checked.cluster ? undefined : new Calls(raw);
   }
 
@@ -213,6 +213,41 @@ export class RedisStore extends NativeBackedStore {
 
   override renew(key: string, token: string, leaseMs: number): Promise<boolean> {
     return this.#calls === undefined || this.closed ? super.renew(key, token, leaseMs) : this.#calls.renew(key, token, leaseMs);
+  }
+}
+
+/** The prefix of every record's Redis key when none is given. */
+const DEFAULT_PREFIX = 'idempotent-tools:';
+
+/**
+ * @internal Where a RedisStore's records live (see RECORDS_PLACE), however its URL is
+ * spelled: the scheme, the host (lowercased), the port (default 6379), the database
+ * (default 0), the user and the prefix. `redis://127.0.0.1/10` and
+ * `redis://127.0.0.1:6379/10` are one place. The password never takes part: it does not
+ * say where records live, and a place may be printed.
+ */
+export function redisPlace(url: string, prefix: string | undefined): string {
+  const keys = prefix ?? DEFAULT_PREFIX;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return `redis:${url.replace(/\/\/[^@/]*@/, '//')}#${keys}`; // not a URL the store would open anyway
+  }
+  const scheme = parsed.protocol.replace(/:$/, '').toLowerCase();
+  const host = decoded(parsed.hostname).toLowerCase();
+  const port = parsed.port === '' ? 6379 : Number(parsed.port);
+  const path = parsed.pathname.replace(/^\/+|\/+$/g, '');
+  const db = path === '' ? 0 : /^\d+$/.test(path) ? Number(path) : path;
+  const user = decoded(parsed.username);
+  return `redis:${scheme}://${user === '' ? '' : `${user}@`}${host}:${port}/${db}#${keys}`;
+}
+
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
   }
 }
 

@@ -64,8 +64,13 @@ export class SqliteStore extends NativeBackedStore {
 
   /** @internal */
   get [RECORDS_PLACE](): string {
-    return `sqlite:${this.path}#${this.namespace ?? '*'}`;
+    return sqlitePlace(this.path, this.namespace);
   }
+}
+
+/** @internal Where a SQLite store's records live (see RECORDS_PLACE): its file (absolute) and project. */
+export function sqlitePlace(path: string, namespace: string | null): string {
+  return `sqlite:${resolve(path)}#${namespace ?? '*'}`;
 }
 
 function checkOptions(options: SqliteStoreOptions) {

@@ -1,6 +1,9 @@
 //! Cross-process wake-ups: one connection per store that LISTENs on the table's channel.
-//! Settles (complete, fail, release) send NOTIFY with the key; JavaScript waits for them
-//! with `nextSettled()` and wakes its 'block' waiters at once (polling stays the fallback).
+//! Settles (complete, fail, release) of an awaited claim send NOTIFY with the claim's tag
+//! (SHA-256 of its token, which `watch` gave the waiter), never the key: any role that can
+//! connect may LISTEN on the channel without any privilege on the table. JavaScript waits
+//! for the tags with `nextSettled()` and wakes the 'block' waiters of that claim at once
+//! (polling stays the fallback).
 //!
 //! An empty string means "anything may have changed": sent once the LISTEN is in place
 //! (a settle just before it would otherwise be missed) and after every reconnect.
@@ -28,7 +31,7 @@ pub struct Listening {
     task: JoinHandle<()>,
 }
 
-/// At most this many keys per `nextSettled` reply.
+/// At most this many tags per `nextSettled` reply.
 const BATCH: usize = 1024;
 
 impl Listening {
@@ -52,7 +55,7 @@ impl Listening {
     }
 }
 
-/// The keys heard, waiting for at least one; `None` once stopped.
+/// The tags heard, waiting for at least one; `None` once stopped.
 pub async fn next(rx: &Mutex<UnboundedReceiver<Heard>>) -> Option<Vec<String>> {
     let mut rx = rx.lock().await;
     let mut keys = match rx.recv().await? {

@@ -9,7 +9,8 @@
 //!   is one round trip and a new call two (acquire, complete).
 //! - `ttlMs` is `expires_at`: every statement treats an expired row as absent; `prune`
 //!   deletes them in batches.
-//! - Settles send NOTIFY; `nextSettled` hands the keys to JavaScript (see `listen.rs`).
+//! - Settles send NOTIFY with the claim's tag, never its key; `nextSettled` hands the tags
+//!   to JavaScript (see `listen.rs`).
 
 mod listen;
 mod pool;
@@ -530,17 +531,18 @@ impl Inner {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// Marks a pending claim as awaited (see `watch.sql`): false when it is not pending.
-    async fn watch(&self, key: String) -> StoreResult<bool> {
+    /// Marks a pending claim as awaited (see `watch.sql`): the claim's tag, which its
+    /// settle's NOTIFY will carry; `None` when it is not pending.
+    async fn watch(&self, key: String) -> StoreResult<Option<String>> {
         check_text("key", &key)?;
-        let n = self
+        let row = self
             .pool
             .run("PostgreSQL watch failed", |s| {
                 let key = &key;
-                async move { s.client.execute(&s.st.watch, &[key]).await }
+                async move { s.client.query_opt(&s.st.watch, &[key]).await }
             })
             .await?;
-        Ok(n == 1)
+        Ok(row.map(|r| r.get::<_, String>(0)))
     }
 
     /// Creates the table if it is missing (for roles that may not create it on first use,
@@ -687,9 +689,9 @@ impl NativePostgresStore {
         self.with(|s| async move { s.migrate().await }).await
     }
 
-    /// The keys settled since the last call (in any process), waiting for at least one;
-    /// `''` means "look again at every key". Starts listening on first call; resolves null
-    /// once `stopListening` is called.
+    /// The tags of the awaited claims settled since the last call (in any process; see
+    /// `watch`), waiting for at least one; `''` means "look again at every key". Starts
+    /// listening on first call; resolves null once `stopListening` is called.
     #[napi]
     pub async fn next_settled(&self) -> Result<Option<Vec<String>>> {
         let rx = {
@@ -705,9 +707,11 @@ impl NativePostgresStore {
     }
 
     /// Asks for a NOTIFY when `key`'s pending claim settles (call once `nextSettled` has
-    /// reported that listening began). False when the key is not pending: look again.
+    /// reported that listening began): the claim's tag, which that NOTIFY (and so
+    /// `nextSettled`) will carry instead of the key. Null when the key is not pending:
+    /// look again.
     #[napi]
-    pub async fn watch(&self, key: String) -> Result<bool> {
+    pub async fn watch(&self, key: String) -> Result<Option<String>> {
         self.with(|s| async move { s.watch(key).await }).await
     }
 

@@ -193,8 +193,8 @@ const PRUNE_BY_HAND: Retention = {
 
 async function openStore(values: Values, command: string): Promise<OpenedStore> {
   if (values.redis !== undefined) {
-    // Loaded only when asked for, so the SQLite path never touches Redis code.
-    const { RedisStore } = await import('../../stores/redis-store.js');
+    // Through the library's door (apps/library.ts), like everything the CLI uses.
+    const { RedisStore } = await import('../library.js');
     let store;
     try {
       store = new RedisStore({ url: values.redis, prefix: values.prefix, ...(values.cluster ? { cluster: true } : {}) });
@@ -212,7 +212,7 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
     return { store, where: `${store.path} under prefix ${prefix}`, retention, elsewhere };
   }
   if (values.postgres !== undefined || values.table !== undefined || command === 'migrate') {
-    const { PostgresStore } = await import('../../stores/postgres-store.js');
+    const { PostgresStore } = await import('../library.js');
     const url = values.postgres ?? process.env.DATABASE_URL;
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
     // Inspection sees what is there: this store deletes nothing by itself (`prune` does).

@@ -12,7 +12,9 @@
 -- settle was applied: the caller sends it again, with a new snapshot.
 -- Settling a claim that a 'block' waiter marked (watch.sql) sends NOTIFY (delivered at
 -- commit), so the waiter looks again at once; unwatched settles send none (NOTIFY
--- serialises commits server-wide).
+-- serialises commits server-wide). The payload is the claim's tag (SHA-256 of its token,
+-- which watch.sql gave the waiter), never the key: any role that can connect may LISTEN,
+-- with no privilege on the table, and keys are derived from arguments or are business ids.
 WITH now AS (
   SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms
 ), input AS (
@@ -25,9 +27,9 @@ WITH now AS (
       duration_ms = i.duration_ms
   FROM input AS i, now
   WHERE r.key = i.key AND r.status = 'pending' AND r.token = i.token
-  RETURNING r.key, r.watched
+  RETURNING r.key, r.watched, i.token
 ), notified AS (
-  SELECT pg_notify('{channel}', CASE WHEN octet_length(settled.key) <= 7900 THEN settled.key ELSE '' END)
+  SELECT pg_notify('{channel}', encode(sha256(convert_to(settled.token, 'UTF8')), 'hex'))
   FROM settled
   WHERE settled.watched
 )
