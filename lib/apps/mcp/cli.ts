@@ -11,7 +11,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../library.js';
 import { forTerminal } from '../terminal-text.js';
-import { commandIdentity, urlIdentity } from './identity.js';
+import { commandIdentity, urlIdentity } from '../library.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
 import { GUARD_ERROR, McpProxy } from './proxy.js';

@@ -1,5 +1,6 @@
 /**
- * Which upstream server a proxy guards, as the keys see it: everything that configures it.
+ * Which MCP server a proxy guards (and, for `idempotent-tools/mcp-server` on stdio, which
+ * server a call reached), as the keys see it: everything that configures it.
  * Two copies of one server run with another environment (another account's token) or in
  * another folder (`server-filesystem .`) are two servers, and must never share a record;
  * a restarted proxy of the same configuration is the same server, and must. The identity
