@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 
 import type { ToolPolicy } from './policy.js';
-import { type CallParams, REPLAYED, clientKey, idempotent, keyInArguments, type IdempotentFunction, type Store } from '../library.js';
+import { type CallParams, REPLAYED, clientKey, idempotent, keyInArguments, toolCallIdOf, type IdempotentFunction, type Store } from '../library.js';
 
 export type CallToolResult = Record<string, unknown> & { isError?: boolean; _meta?: Record<string, unknown> };
 
@@ -47,6 +47,8 @@ export class OutcomeUnknown extends Error {
 interface Invocation {
   run: () => Promise<CallToolResult>;
   ran: boolean;
+  /** The client's tool call id, when the policy makes it part of the call's identity. */
+  toolCallId?: string;
 }
 
 export type Outcome = 'executed' | 'replayed' | 'failed';
@@ -100,7 +102,10 @@ export class RetryGuard {
         leaseMs: policy.leaseMs,
         // The arguments identify the call; the invocation (how to reach upstream) does not.
         payload: (args) => args,
-        context: () => ({ mcpServer: server.id }),
+        // With --tool-call-id, the client's tool call id too: a re-sent call is the same one,
+        // two calls with the same arguments are two (keys without one are as before).
+        context: (_args, invocation) =>
+          invocation.toolCallId === undefined ? { mcpServer: server.id } : { mcpServer: server.id, toolCallId: invocation.toolCallId },
         // For `inspect` and the inspector page: which server's tool, through the proxy.
         meta: () => ({ framework: 'mcp', scope: server.label }),
         onEvent: (event) => {
@@ -119,7 +124,8 @@ export class RetryGuard {
     const explicit = clientKey(params) ?? inArguments?.key;
     const wrapped = this.wrapperFor(params.name, policy);
     const args = inArguments?.rest ?? params.arguments ?? {};
-    const invocation: Invocation = { run, ran: false };
+    const toolCallId = policy.toolCallId ? toolCallIdOf(params._meta) : undefined;
+    const invocation: Invocation = { run, ran: false, ...(toolCallId === undefined ? {} : { toolCallId }) };
     // A client's key is scoped to this upstream server: two servers behind two proxies
     // on one store never share a client's key.
     const key = explicit === undefined ? wrapped.keyFor(args, invocation) : `mcp:${digest(this.server().id)}:${explicit}`;
