@@ -51,14 +51,15 @@ interface Run {
 }
 
 /** One query() to its end (or until `abort` fires). */
-async function run(prompt: string, options: Record<string, unknown>, abort?: AbortController): Promise<Run> {
+async function run(prompt: string, options: Record<string, unknown>, onSession?: (id: string) => void): Promise<Run> {
   let sessionId = '';
   let result: string | undefined;
   const told: unknown[] = [];
   try {
     // One HOME per test: the sessions a resume reads live under it.
-    for await (const m of query({ prompt, options: { env: offlineEnv(api!, home), model: 'claude-sonnet-4-5', ...options, ...(abort ? { abortController: abort } : {}) } as never })) {
+    for await (const m of query({ prompt, options: { env: offlineEnv(api!, home), model: 'claude-sonnet-4-5', ...options } as never })) {
       const message = m as { session_id?: string; type: string; result?: string; message?: { content?: unknown } };
+      if (message.session_id && sessionId === '') onSession?.(message.session_id);
       if (message.session_id) sessionId = message.session_id;
       if (message.type === 'result') result = message.result;
       if (message.type === 'user' && Array.isArray(message.message?.content)) {
@@ -67,8 +68,8 @@ async function run(prompt: string, options: Record<string, unknown>, abort?: Abo
         }
       }
     }
-  } catch (err) {
-    if (!abort?.signal.aborted) throw err;
+  } finally {
+    // nothing to release: the runtime ends with the iteration
   }
   return { sessionId, result, told };
 }
@@ -107,6 +108,15 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
     expect(charges).toHaveLength(1);
     expect(forked.told).toEqual(first.told);
     await store.close();
+  });
+
+  it('without the package, the same resumed session charges twice (the trap is real)', async () => {
+    const { charges, sendPayment } = payments();
+    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [done], [pay('toolu_01')], [done]]));
+    const options = () => ({ mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools: [sendPayment] }) }, allowedTools: [TOOL] });
+    const first = await run('Pay order o-42', options());
+    await run('Go on', { ...options(), resume: first.sessionId });
+    expect(charges).toHaveLength(2);
   });
 
   it('a model that calls again under a new tool_use id, with a business key, gets the first result; other input under that key is refused', async () => {
@@ -155,7 +165,7 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
     await store.close();
   });
 
-  it('a slow tool whose query was given up: the resumed session that re-sends the call joins it; one charge', async () => {
+  it('a slow tool: a second worker that resumes the session and re-sends the call while it runs joins it; one charge', async () => {
     const store = new lib.SqliteStore({ path: tempDb() });
     const { charges, sendPayment, gate } = payments();
     gate.hold = true;
@@ -164,24 +174,28 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
     const onEvent = (e: { type: string }) => {
       if (e.type === 'in-flight') waiting();
     };
-    const server = createSdkMcpServer({ name: 'pay', version: '1.0.0', tools: claude.idempotentTools([sendPayment], { store, onEvent }) });
-    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [pay('toolu_01')], [done]]));
-    const options = { mcpServers: { pay: server }, allowedTools: [TOOL] };
-    const abort = new AbortController();
-    const firstRun = run('Pay order o-42', options, abort);
+    const tools = claude.idempotentTools([sendPayment], { store, onEvent });
+    // Each prompt gets a call of toolu_01 (on resume: the re-sent assistant message); anything after it, the answer.
+    api = await fakeMessagesApi((r) => {
+      const last = r.messages.at(-1);
+      return toolResults(r).length === 0 && /Pay order o-42|Go on/.test(JSON.stringify(last?.content)) ? [pay('toolu_01')] : [done];
+    });
+    // One server per worker (an McpServer serves one connection at a time).
+    const options = () => ({ mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools }) }, allowedTools: [TOOL] });
+    let session!: (id: string) => void;
+    const sessionId = new Promise<string>((r) => (session = r));
+    const firstRun = run('Pay order o-42', options(), session);
     await gate.started;
-    abort.abort();
-    const first = await firstRun;
-    expect(first.sessionId).not.toBe('');
-    expect(charges).toHaveLength(0); // still running
-    const resumedRun = run('Go on', { ...options, resume: first.sessionId });
-    // The re-sent call waits for the first one (it is in flight), which finishes now.
-    await joined;
+    // The first run is still charging: a second worker resumes the session and the call is re-sent.
+    const secondRun = run('Go on', { ...options(), resume: await sessionId });
+    await joined; // it waits for the first run instead of charging again
+    expect(charges).toHaveLength(0);
     gate.release();
-    const resumed = await resumedRun;
-    expect(resumed.result).toBe('Paid.');
+    const [first, second] = await Promise.all([firstRun, secondRun]);
+    expect(first.result).toBe('Paid.');
     expect(charges).toHaveLength(1);
-    expect(JSON.stringify(resumed.told)).toContain('charge 1');
+    expect(second.told).toEqual(first.told);
+    expect(JSON.stringify(second.told)).toContain('charge 1');
     await store.close();
   });
 
