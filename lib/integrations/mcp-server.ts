@@ -219,6 +219,19 @@ interface Invocation {
   run: () => Promise<CallToolResult>;
   ran: boolean;
   scope: Json;
+  rerunErrors: boolean;
+}
+
+/**
+ * The one function the core wraps for every tool (what runs travels in the invocation):
+ * servers are often built per request (stateless HTTP), and the function a name is
+ * wrapped with must be the same every time.
+ */
+async function runInvocation(_args: Record<string, unknown>, invocation: Invocation): Promise<CallToolResult> {
+  invocation.ran = true;
+  const result = await invocation.run();
+  if (invocation.rerunErrors && result !== null && typeof result === 'object' && result.isError === true) throw new ToolErrorResult(result, invocation);
+  return result;
 }
 
 interface ToolPolicy {
@@ -276,15 +289,7 @@ class CallGuard {
     let wrapped = this.wrappers.get(tool);
     if (wrapped !== undefined) return wrapped;
     const server = this.server();
-    const rerunErrors = policy.isError === 'rerun';
-    wrapped = idempotent(
-      async (_args: Record<string, unknown>, invocation: Invocation): Promise<CallToolResult> => {
-        invocation.ran = true;
-        const result = await invocation.run();
-        if (rerunErrors && result !== null && typeof result === 'object' && result.isError === true) throw new ToolErrorResult(result, invocation);
-        return result;
-      },
-      {
+    wrapped = idempotent(runInvocation, {
         name: `${server}/${tool}`,
         ...(this.store === undefined ? {} : { store: this.store }),
         // A retry guard, not a cache: after the window the same call is new work.
@@ -297,8 +302,7 @@ class CallGuard {
         context: (_args, invocation) => ({ mcpServer: server, scope: invocation.scope }),
         meta: (_args, invocation) => ({ framework: 'mcp-server', scope: scopeLabel(invocation.scope) }),
         ...(this.onEvent === undefined ? {} : { onEvent: this.onEvent }),
-      },
-    );
+    });
     this.wrappers.set(tool, wrapped);
     return wrapped;
   }
@@ -324,7 +328,7 @@ class CallGuard {
       throw new TypeError(`${WHERE}: the scope of tool "${tool}" cannot be keyed: ${err.pathFrom('scope')} is ${err.what}. Return a string id (or JSON data) from "scope".`);
     }
     const signal = policy.cancel === 'forward' ? extra.signal : NEVER;
-    const invocation: Invocation = { run: () => run(signal), ran: false, scope };
+    const invocation: Invocation = { run: () => run(signal), ran: false, scope, rerunErrors: policy.isError === 'rerun' };
     const wrapped = this.wrapperFor(tool, policy);
     try {
       let result: CallToolResult;
