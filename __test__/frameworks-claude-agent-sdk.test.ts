@@ -9,6 +9,7 @@ import { z } from 'zod';
 
 import { type ApiRequest, type Block, type FakeApi, fakeMessagesApi, offlineEnv, toolResults } from './claude-agent-sdk-helpers';
 import { ROOT, lib, tempDb, tempDir } from './helpers';
+import { COUNTING, count } from './mcp-helpers';
 
 const require = createRequire(import.meta.url);
 const claude: typeof import('../dist/integrations/claude-agent-sdk.js') = require(join(ROOT, 'dist', 'integrations', 'claude-agent-sdk.js'));
@@ -236,4 +237,23 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
       await store.close();
     });
   }
+
+  it('an external MCP server in options.mcpServers runs behind idempotent-tools mcp, keyed by the tool_use id: a re-sent call replays, two calls with the same arguments both run', async () => {
+    const dir = tempDir();
+    const log = join(dir, 'count.log');
+    const act = (id: string): Block => ({ type: 'tool_use', id, name: 'mcp__counting__act', input: { id: 'a' } });
+    const mcpServers = claude.idempotentMcpServers(
+      { counting: { command: process.execPath, args: [COUNTING], env: { ...(process.env as Record<string, string>), COUNT_LOG: log } } },
+      { db: join(dir, 'proxy.db') },
+    );
+    expect((mcpServers.counting as { args: string[] }).args).toContain('--tool-call-id');
+    api = await fakeMessagesApi(scripted([[act('toolu_01')], [done], [act('toolu_01')], [act('toolu_02')], [done]]));
+    const options = { mcpServers, allowedTools: ['mcp__counting__act'] };
+    const first = await run('Act', options);
+    expect(count(log, 'start', 'a')).toBe(1);
+    const resumed = await run('Go on', { ...options, resume: first.sessionId });
+    // toolu_01 re-sent: replayed; toolu_02, the same arguments under a new id: a call of its own.
+    expect(count(log, 'start', 'a')).toBe(2);
+    expect(resumed.told[0]).toEqual(first.told[0]);
+  });
 });
