@@ -58,7 +58,7 @@ async function run(prompt: string, options: Record<string, unknown>, onSession?:
   const told: unknown[] = [];
   try {
     // One HOME per test: the sessions a resume reads live under it.
-    for await (const m of query({ prompt, options: { env: offlineEnv(api!, home), model: 'claude-sonnet-4-5', ...options } as never })) {
+    for await (const m of query({ prompt, options: { env: offlineEnv(api!, home), cwd: home, model: 'claude-sonnet-4-5', ...options } as never })) {
       const message = m as { session_id?: string; type: string; result?: string; message?: { content?: unknown } };
       if (message.session_id && sessionId === '') onSession?.(message.session_id);
       if (message.session_id) sessionId = message.session_id;
