@@ -273,7 +273,7 @@ function decisionOf(answer: PermissionResultLike, input: Record<string, unknown>
  * approval (docs/approvals.md), so a guarded tool runs only with the approved (or edited)
  * input, and a denied call never runs. A callback that throws decides nothing: the next ask asks again.
  */
-export function idempotentCanUseTool(canUseTool: CanUseToolLike, options: CanUseToolGuardOptions = {}): CanUseToolLike {
+export function idempotentCanUseTool<F extends (toolName: string, input: Record<string, unknown>, options: any) => Promise<any>>(canUseTool: F, options: CanUseToolGuardOptions = {}): F {
   if (typeof canUseTool !== 'function') throw new TypeError(`${WHERE}: idempotentCanUseTool(canUseTool, options) takes your canUseTool function, not ${describe(canUseTool)}`);
   if (options === null || typeof options !== 'object') throw new TypeError(`${WHERE}: idempotentCanUseTool(): options must be an object`);
   for (const k of Object.keys(options)) {
@@ -290,13 +290,13 @@ export function idempotentCanUseTool(canUseTool: CanUseToolLike, options: CanUse
     payload: (toolName, input) => ({ toolName, input: input === undefined ? null : input }),
     meta: (_toolName, _input, ask) => ({ framework: 'claude-agent-sdk', toolCallId: ask.options.toolUseID ?? '' }),
   });
-  return async function guardedCanUseTool(toolName, input, askOptions) {
+  const guarded: CanUseToolLike = async function guardedCanUseTool(toolName, input, askOptions) {
     const toolUseId = idOf(askOptions?.toolUseID);
     if (toolUseId === undefined) return canUseTool(toolName, input, askOptions); // nothing to bind it to
     const conversation = scopeValue(scope, [toolName, input, askOptions], SCOPE_HINT);
     const digest = createHash('sha256').update(canonicalJson({ scope: conversation })).digest('hex').slice(0, 32);
     const key = `permission|${toolName}|${toolUseId}|${digest}`;
-    const ask: Ask = { canUseTool, options: askOptions, asked: false };
+    const ask: Ask = { canUseTool: canUseTool as unknown as CanUseToolLike, options: askOptions, asked: false };
     let answer: PermissionResultLike | null;
     for (;;) {
       try {
@@ -324,6 +324,7 @@ export function idempotentCanUseTool(canUseTool: CanUseToolLike, options: CanUse
     });
     return answer;
   };
+  return guarded as unknown as F;
 }
 
 // ---------------------------------------------------------------------------------------
