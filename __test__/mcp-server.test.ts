@@ -132,3 +132,20 @@ describe('idempotent-tools/mcp-server over Streamable HTTP, two accounts', () =>
     expect(charges(log).filter((l) => l.includes('o-7')).sort()).toEqual(['alice o-7 1', 'bob o-7 2']);
   });
 });
+
+describe('idempotent-tools/mcp-server with fastmcp', () => {
+  it("idempotentTool around fastmcp's execute: a repeated call runs once and gets the first answer", async () => {
+    const dir = tempDir();
+    const log = join(dir, 'charges.log');
+    const transport = new StdioClientTransport({ command: process.execPath, args: [join(ROOT, '__test__', 'fixtures', 'fastmcp-payments.mjs'), join(dir, 'store.db'), log], stderr: 'pipe', cwd: ROOT });
+    const client = new Client({ name: 'test', version: '1.0.0' });
+    await client.connect(transport);
+    closers.push(() => client.close());
+    const args = { orderId: 'o-42', cents: 1999 };
+    const first = await client.callTool({ name: 'send_payment', arguments: args });
+    const again = await client.callTool({ name: 'send_payment', arguments: args });
+    expect(again.content).toEqual(first.content);
+    expect(JSON.stringify(first.content)).toContain('charged o-42 1999');
+    expect(charges(log)).toEqual(['o-42 1999']);
+  });
+});
