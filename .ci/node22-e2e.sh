@@ -21,6 +21,7 @@ node ai-sdk-7.mjs || status=1
 node openai-agents.mjs || status=1
 node approvals.mjs || status=1
 node mcp-inspector.mjs || status=1
+node fastmcp.mjs || status=1
 # The repository's OpenAI Agents example (written against @openai/agents-core, a dev
 # dependency) run here against the current @openai/agents, which re-exports it.
 mkdir -p .run

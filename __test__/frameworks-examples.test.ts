@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { runNode, tempDir } from './helpers';
 
 describe('framework examples', () => {
-  for (const framework of ['langgraph', 'langchain', 'ai-sdk', 'openai-agents', 'mastra']) {
+  for (const framework of ['langgraph', 'langchain', 'ai-sdk', 'openai-agents', 'mastra', 'claude-agent-sdk', 'mcp-server']) {
     it(`examples/${framework} runs offline and charges once`, async () => {
       const r = await runNode([`examples/${framework}/index.mjs`]);
       expect(r.stderr).toBe('');
@@ -22,7 +22,7 @@ describe('framework examples', () => {
   // The README's framework sections, as files (scripts/check-readme.js checks that each README
   // block is its file). They use the default store: a fresh file here, so the first run charges.
   // The OpenAI Agents and Mastra ones need Node 22: .ci/node22-e2e.sh runs them.
-  for (const framework of ['langchain', 'ai-sdk']) {
+  for (const framework of ['langchain', 'ai-sdk', 'claude-agent-sdk']) {
     it(`examples/${framework}/quickstart.mjs (the README's section) charges once, then replays`, async () => {
       const env = { IDEMPOTENT_TOOLS_DB: join(tempDir(), 'store.db') };
       const first = await runNode([`examples/${framework}/quickstart.mjs`], { env });

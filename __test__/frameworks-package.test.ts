@@ -10,6 +10,8 @@ const SUBPATHS: Record<string, string[]> = {
   'idempotent-tools/ai-sdk': ['idempotentTool', 'idempotentTools'],
   'idempotent-tools/openai-agents': ['idempotentTool', 'idempotentTools'],
   'idempotent-tools/mastra': ['idempotentTool', 'idempotentTools'],
+  'idempotent-tools/claude-agent-sdk': ['idempotentTools', 'idempotentCanUseTool', 'idempotentMcpServers'],
+  'idempotent-tools/mcp-server': ['idempotentServer', 'idempotentTool'],
 };
 
 describe('framework subpaths', () => {
@@ -36,7 +38,9 @@ describe('framework subpaths', () => {
       import { idempotentTools as at } from 'idempotent-tools/ai-sdk';
       import { idempotentTools as ot } from 'idempotent-tools/openai-agents';
       import { idempotentTools as mt } from 'idempotent-tools/mastra';
-      console.log([idempotentTool, toolCallContext, threadStepContext, a, o, m, idempotentToolsMiddleware, at, ot, mt].every((f) => typeof f === 'function') && fromLanggraph === idempotentToolsMiddleware && lg === idempotentTool);`]);
+      import { idempotentTools as ct, idempotentCanUseTool } from 'idempotent-tools/claude-agent-sdk';
+      import { idempotentServer, idempotentTool as st } from 'idempotent-tools/mcp-server';
+      console.log([idempotentTool, toolCallContext, threadStepContext, a, o, m, idempotentToolsMiddleware, at, ot, mt, ct, idempotentCanUseTool, idempotentServer, st].every((f) => typeof f === 'function') && fromLanggraph === idempotentToolsMiddleware && lg === idempotentTool);`]);
     expect(esm.stderr).toBe('');
     expect(esm.stdout.trim()).toBe('true');
   });

@@ -3,7 +3,9 @@
  * page import the library from here, never a module of core/ or stores/ directly. It is
  * the public API (index.ts) and, beside it, what only a tool that looks at records needs:
  * the listing filters (record-query), keyed-id lookups, the approval record names, the
- * environment's choice of store, and SQLite's change watch for `inspect --follow`.
+ * environment's choice of store, SQLite's change watch for `inspect --follow`, and how an MCP
+ * call names itself (its client's idempotency key, numbers carried exactly), which the proxy
+ * reads as `idempotent-tools/mcp-server` does.
  */
 
 export * from '../index.js';
@@ -26,3 +28,6 @@ export {
 } from '../core/record-query.js';
 export { storeFromEnvironment } from '../stores/default-store.js';
 export { SqliteChangeWatch } from '../core/native.js';
+export { BadCall, type CallParams, GUARD_ERROR, META_KEY_FIELDS, REPLAYED, clientKey, guardErrorOf, keyInArguments, toolCallIdOf } from '../integrations/mcp-call.js';
+export { PLACEHOLDER, keptExactly, looksLikePlaceholder, mayHoldNul, placeholderNumber, withNumbers, withPlaceholders } from '../integrations/mcp-exact-numbers.js';
+export { type CommandUpstream, type UrlUpstream, commandIdentity, urlIdentity } from '../integrations/mcp-identity.js';

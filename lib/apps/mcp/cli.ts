@@ -11,7 +11,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../library.js';
 import { forTerminal } from '../terminal-text.js';
-import { commandIdentity, urlIdentity } from './identity.js';
+import { commandIdentity, urlIdentity } from '../library.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
 import { GUARD_ERROR, McpProxy } from './proxy.js';
@@ -40,6 +40,10 @@ a password out of the process list; else the SQLite file $IDEMPOTENT_TOOLS_DB, e
 
 Options:
   --window D              how long a repeat counts as a retry (default 10m; 30s, 2h, 1d)
+  --tool-call-id          a call that carries its client's tool call id in _meta (the
+                          Claude Agent SDK's and Claude Code's "claudecode/toolUseId") is
+                          that id and its arguments: a re-sent call replays, two calls
+                          with the same arguments and other ids both run
   --config FILE           per-tool rules (JSON; see the README's MCP section)
   --url URL               the upstream server over Streamable HTTP instead of a command
   --header 'Name: value'  a header sent with every request to --url (repeatable)
@@ -59,6 +63,7 @@ interface Parsed {
     postgres?: string;
     table?: string;
     window?: string;
+    'tool-call-id'?: boolean;
     config?: string;
     url?: string;
     header?: string[];
@@ -86,6 +91,7 @@ function parse(argv: string[]): Parsed {
         postgres: { type: 'string' },
         table: { type: 'string' },
         window: { type: 'string' },
+        'tool-call-id': { type: 'boolean' },
         config: { type: 'string' },
         url: { type: 'string' },
         header: { type: 'string', multiple: true },
@@ -222,7 +228,7 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     }
     const window = parsed.values.window === undefined ? undefined : parseDuration(parsed.values.window, '--window');
-    config = loadConfig({ window, file: parsed.values.config });
+    config = loadConfig({ window, file: parsed.values.config, toolCallId: parsed.values['tool-call-id'] });
   } catch (e) {
     if (!(e instanceof UsageError || e instanceof ConfigError)) throw e;
     err(`idempotent-tools mcp: ${e.message}\n\n${MCP_USAGE}`);

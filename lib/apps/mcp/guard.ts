@@ -1,102 +1,21 @@
 /**
  * The retry guard on `tools/call`: one `idempotent()` wrapper per tool, whose function
  * forwards the call to the upstream server. A repeat within the window (or under the same
- * client-sent idempotency key, in `_meta` or at the config's `keyPath` in the arguments)
- * gets the first call's stored `CallToolResult` back.
+ * client-sent idempotency key, in `_meta` or at the config's `keyPath` in the arguments, read
+ * by the library's `mcp-call.ts`, as `idempotent-tools/mcp-server` reads it) gets the first
+ * call's stored `CallToolResult` back.
  * Built on the package's public API only.
  */
 
 import { createHash } from 'node:crypto';
 
-import { placeholderNumber } from './exact-numbers.js';
 import type { ToolPolicy } from './policy.js';
-import { idempotent, type IdempotentFunction, type Store } from '../library.js';
+import { type CallParams, REPLAYED, clientKey, idempotent, keyInArguments, toolCallIdOf, type IdempotentFunction, type Store } from '../library.js';
 
 export type CallToolResult = Record<string, unknown> & { isError?: boolean; _meta?: Record<string, unknown> };
 
-/** Where replays are marked in the result's `_meta`. */
-export const REPLAYED = 'idempotent-tools/replayed';
-
-/**
- * Where clients put an idempotency key, in the order they are looked for: the `_meta`
- * field this package documents, the names in use elsewhere (MCP SEP-3182 proposes a
- * top-level `idempotencyKey` param; commerce bindings use `idempotency-key` and
- * `idempotency_key` in `_meta`), and a reverse-DNS `_meta` name.
- */
-const META_KEYS = ['idempotencyKey', 'io.modelcontextprotocol/idempotency-key', 'idempotency-key', 'idempotency_key'];
-
-export interface CallParams {
-  name: string;
-  arguments?: Record<string, unknown>;
-  idempotencyKey?: unknown;
-  _meta?: Record<string, unknown>;
-}
-
-/** A bad `tools/call` (an unusable idempotency key): refused before anything runs. */
-export class BadCall extends Error {}
-
-/** A key is a string, not a number (one a double cannot keep arrives as a placeholder string). */
-function isKeyString(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0 && placeholderNumber(value) === undefined;
-}
-
-/** A value as the client wrote it. */
-function shown(value: unknown): string {
-  return placeholderNumber(value) ?? JSON.stringify(value);
-}
-
-/** The client's idempotency key for this call, if it sent one. */
-export function clientKey(params: CallParams): string | undefined {
-  const candidates: Array<[string, unknown]> = [
-    ...META_KEYS.map((k): [string, unknown] => [`_meta.${k}`, params._meta?.[k]]),
-    ['idempotencyKey', params.idempotencyKey],
-  ];
-  for (const [where, value] of candidates) {
-    if (value === undefined || value === null) continue;
-    if (!isKeyString(value)) {
-      throw new BadCall(`params.${where} must be a non-empty string (the call's idempotency key), not ${shown(value)}`);
-    }
-    return value;
-  }
-  return undefined;
-}
-
-/** `arguments.meta["idempotency-key"]`, for messages. */
-function pathText(path: string[]): string {
-  return `arguments${path.map((p) => (/^[A-Za-z_$][\w$]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join('')}`;
-}
-
-/**
- * A key carried inside the arguments (commerce protocols: UCP `meta["idempotency-key"]`,
- * ACP `meta.idempotency_key`), at the config's `keyPath`: the key, and the arguments
- * without it, which are what the fingerprint covers (the key is not part of what the call
- * does). Copies along the path only; the arguments forwarded are the client's own.
- */
-export function keyInArguments(
-  args: Record<string, unknown>,
-  path: string[],
-): { key: string | undefined; rest: Record<string, unknown> } {
-  const parents: Array<Record<string, unknown>> = [];
-  let node: unknown = args;
-  for (const p of path) {
-    if (node === null || typeof node !== 'object' || Array.isArray(node) || !Object.hasOwn(node, p)) return { key: undefined, rest: args };
-    parents.push(node as Record<string, unknown>);
-    node = (node as Record<string, unknown>)[p];
-  }
-  if (node === undefined || node === null) return { key: undefined, rest: args };
-  if (!isKeyString(node)) {
-    throw new BadCall(`${pathText(path)} must be a non-empty string (the call's idempotency key, by the config's keyPath), not ${shown(node)}`);
-  }
-  // Rebuild the path's objects without the key, from the innermost out.
-  let rest: Record<string, unknown> | undefined;
-  for (let i = parents.length - 1; i >= 0; i--) {
-    const copy = { ...parents[i] };
-    if (rest === undefined) delete copy[path[i]];
-    else copy[path[i]] = rest;
-    rest = copy;
-  }
-  return { key: node, rest: rest! };
-}
+/** Where replays are marked in the result's `_meta` (lib/integrations/mcp-call.ts). */
+export { BadCall, type CallParams, REPLAYED } from '../library.js';
 
 /** A tool's `isError: true` result under `isError: 'rerun'`: thrown so that the record
  * is `failed` (the next call runs again), caught again to hand the result back. */
@@ -128,6 +47,8 @@ export class OutcomeUnknown extends Error {
 interface Invocation {
   run: () => Promise<CallToolResult>;
   ran: boolean;
+  /** The client's tool call id, when the policy makes it part of the call's identity. */
+  toolCallId?: string;
 }
 
 export type Outcome = 'executed' | 'replayed' | 'failed';
@@ -181,7 +102,10 @@ export class RetryGuard {
         leaseMs: policy.leaseMs,
         // The arguments identify the call; the invocation (how to reach upstream) does not.
         payload: (args) => args,
-        context: () => ({ mcpServer: server.id }),
+        // With --tool-call-id, the client's tool call id too: a re-sent call is the same one,
+        // two calls with the same arguments are two (keys without one are as before).
+        context: (_args, invocation) =>
+          invocation.toolCallId === undefined ? { mcpServer: server.id } : { mcpServer: server.id, toolCallId: invocation.toolCallId },
         // For `inspect` and the inspector page: which server's tool, through the proxy.
         meta: () => ({ framework: 'mcp', scope: server.label }),
         onEvent: (event) => {
@@ -200,7 +124,8 @@ export class RetryGuard {
     const explicit = clientKey(params) ?? inArguments?.key;
     const wrapped = this.wrapperFor(params.name, policy);
     const args = inArguments?.rest ?? params.arguments ?? {};
-    const invocation: Invocation = { run, ran: false };
+    const toolCallId = policy.toolCallId ? toolCallIdOf(params._meta) : undefined;
+    const invocation: Invocation = { run, ran: false, ...(toolCallId === undefined ? {} : { toolCallId }) };
     // A client's key is scoped to this upstream server: two servers behind two proxies
     // on one store never share a client's key.
     const key = explicit === undefined ? wrapped.keyFor(args, invocation) : `mcp:${digest(this.server().id)}:${explicit}`;

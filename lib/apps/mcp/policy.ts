@@ -36,6 +36,8 @@ export interface ToolPolicy {
   cancel: CancelPolicy;
   /** Where in the arguments the call's idempotency key sits, if the tool carries one there. */
   keyPath?: string[];
+  /** Whether a client's tool call id in `_meta` (`claudecode/toolUseId`) is part of the call's identity (`--tool-call-id`). */
+  toolCallId: boolean;
 }
 
 /** One rule of the config file's `tools` section. */
@@ -48,6 +50,7 @@ interface ToolRule {
   lease?: number;
   cancel?: CancelPolicy;
   keyPath?: string[];
+  toolCallId?: boolean;
 }
 
 export interface ProxyConfig {
@@ -65,6 +68,7 @@ export const DEFAULTS = {
   wait: 10 * 60_000,
   lease: 30_000,
   cancel: 'finish' as CancelPolicy,
+  toolCallId: false,
 };
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -88,8 +92,8 @@ function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${body}$`);
 }
 
-const RULE_FIELDS = new Set(['guard', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'keyPath']);
-const TOP_FIELDS = new Set(['server', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'tools']);
+const RULE_FIELDS = new Set(['guard', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'keyPath', 'toolCallId']);
+const TOP_FIELDS = new Set(['server', 'window', 'onDuplicate', 'isError', 'wait', 'lease', 'cancel', 'toolCallId', 'tools']);
 
 function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & { server?: string; tools?: unknown } {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(`${where} must be an object`);
@@ -101,6 +105,10 @@ function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & 
   if (o.guard !== undefined) {
     if (typeof o.guard !== 'boolean') throw new ConfigError(`${where}.guard must be true or false`);
     rule.guard = o.guard;
+  }
+  if (o.toolCallId !== undefined) {
+    if (typeof o.toolCallId !== 'boolean') throw new ConfigError(`${where}.toolCallId must be true or false`);
+    rule.toolCallId = o.toolCallId;
   }
   for (const f of ['window', 'wait', 'lease'] as const) {
     if (o[f] === undefined) continue;
@@ -147,7 +155,7 @@ function readRule(raw: unknown, where: string, fields: Set<string>): ToolRule & 
 
 /** The command line's settings, then the config file's (its top level overrides the flags'
  * defaults only where the flags were not given). */
-export function loadConfig(flags: { window?: number; file?: string }): ProxyConfig {
+export function loadConfig(flags: { window?: number; file?: string; toolCallId?: boolean }): ProxyConfig {
   let top: ReturnType<typeof readRule> = {};
   if (flags.file !== undefined) {
     let text: string;
@@ -184,6 +192,7 @@ export function loadConfig(flags: { window?: number; file?: string }): ProxyConf
       wait: top.wait ?? DEFAULTS.wait,
       lease: top.lease ?? DEFAULTS.lease,
       cancel: top.cancel ?? DEFAULTS.cancel,
+      toolCallId: flags.toolCallId || (top.toolCallId ?? DEFAULTS.toolCallId),
     },
     rules,
   };
@@ -228,6 +237,7 @@ export function policyFor(config: ProxyConfig, tool: string, annotations: ToolAn
     waitMs: rule.wait ?? d.wait,
     leaseMs: rule.lease ?? d.lease,
     cancel: rule.cancel ?? d.cancel,
+    toolCallId: rule.toolCallId ?? d.toolCallId,
     ...(rule.keyPath === undefined ? {} : { keyPath: rule.keyPath }),
   };
 }

@@ -9,17 +9,13 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
-import { BadCall, OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
+import { OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
 import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
 import { sendGuarded } from './send.js';
-import { keyId, type Store } from '../library.js';
+import { GUARD_ERROR, guardErrorOf, keyId, type Store } from '../library.js';
 
-/**
- * Errors of the retry guard itself (store down, a key reused for other arguments, ...),
- * told apart by `data["idempotent-tools"]`. In JSON-RPC's implementation-defined range,
- * outside the -32020..-32099 that MCP (2026-07-28) reserves for itself; it was -32050.
- */
-export const GUARD_ERROR = -32010;
+/** The code of the guard's own errors (lib/integrations/mcp-call.ts, shared with idempotent-tools/mcp-server). */
+export { GUARD_ERROR };
 
 export interface ProxyOptions {
   config: ProxyConfig;
@@ -131,15 +127,12 @@ export class McpProxy {
         throw new WireError(ErrorCode.ConnectionClosed, this.gone);
       }
       if (err instanceof McpError) throw relayed(err);
-      if (err instanceof BadCall) throw new WireError(ErrorCode.InvalidParams, `idempotent-tools mcp: ${err.message}`);
       if (err instanceof OutcomeUnknown) {
         throw new WireError(GUARD_ERROR, `idempotent-tools mcp: ${err.message}`, { 'idempotent-tools': 'OUTCOME_UNKNOWN' });
       }
-      const code = (err as { code?: unknown }).code;
-      if (typeof code === 'string' && err instanceof Error) {
-        // The package's errors (StoreError, KeyMismatchError, InFlightTimeoutError, ...).
-        throw new WireError(GUARD_ERROR, err.message, { 'idempotent-tools': code, key: (err as { key?: string }).key });
-      }
+      // A bad idempotency key; the package's errors (StoreError, KeyMismatchError, InFlightTimeoutError, ...).
+      const guardError = guardErrorOf(err, 'idempotent-tools mcp');
+      if (guardError !== undefined) throw new WireError(guardError.code, guardError.message, guardError.data);
       if (err instanceof TypeError || err instanceof RangeError) {
         throw new WireError(ErrorCode.InvalidParams, err.message);
       }

@@ -6,7 +6,7 @@
  *   limit becomes an error response to its request (`MESSAGE_TOO_LARGE`), so the call
  *   that asked learns that its answer was lost; from the client, a request over the limit
  *   is answered with an error at once;
- * - every number passes exactly, both ways (see exact-numbers.ts).
+ * - every number passes exactly, both ways (see lib/integrations/mcp-exact-numbers.ts).
  */
 
 import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -14,8 +14,8 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
-import { PLACEHOLDER, looksLikePlaceholder, mayHoldNul, withNumbers, withPlaceholders } from './exact-numbers.js';
 import { MessageLines, parseMessage, type Oversized } from './lines.js';
+import { PLACEHOLDER, looksLikePlaceholder, mayHoldNul, withNumbers, withPlaceholders } from '../library.js';
 
 /** What marks the error response that stands in for an answer over the limit. */
 export const TOO_LARGE = 'MESSAGE_TOO_LARGE';

@@ -1,5 +1,6 @@
 /**
- * Which upstream server a proxy guards, as the keys see it: everything that configures it.
+ * Which MCP server a proxy guards (and, for `idempotent-tools/mcp-server` on stdio, which
+ * server a call reached), as the keys see it: everything that configures it.
  * Two copies of one server run with another environment (another account's token) or in
  * another folder (`server-filesystem .`) are two servers, and must never share a record;
  * a restarted proxy of the same configuration is the same server, and must. The identity
@@ -15,13 +16,18 @@ import { createHash } from 'node:crypto';
  * its calls). `PWD` is the working directory, which the identity covers itself.
  */
 const NOT_CONFIGURATION = new Set([
-  '_', 'PWD', 'OLDPWD', 'SHLVL',
+  '_', 'PWD', 'OLDPWD', 'SHLVL', 'CLAUDECODE',
   'TERM_SESSION_ID', 'ITERM_SESSION_ID', 'WINDOWID', 'KITTY_WINDOW_ID', 'WT_SESSION', 'TMUX_PANE', 'SECURITYSESSIONID',
   'XDG_SESSION_ID', 'INVOCATION_ID', 'JOURNAL_STREAM', 'DBUS_SESSION_BUS_ADDRESS',
   'SSH_AUTH_SOCK', 'SSH_CLIENT', 'SSH_CONNECTION', 'SSH_TTY', 'GPG_TTY',
 ]);
-/** VS Code's launcher variables (its PID, its IPC sockets); the proxy's own, which choose its store. */
-const NOT_CONFIGURATION_PREFIXES = ['VSCODE_', 'IDEMPOTENT_TOOLS_'];
+/**
+ * VS Code's launcher variables (its PID, its IPC sockets); Claude Code's and the Claude Agent
+ * SDK's, which set a new session id, messaging socket and token in every MCP server's
+ * environment per session (with them, a resumed session's proxy was another server, and
+ * replayed nothing); the proxy's own, which choose its store.
+ */
+const NOT_CONFIGURATION_PREFIXES = ['VSCODE_', 'CLAUDE_CODE_', 'IDEMPOTENT_TOOLS_'];
 
 export interface CommandUpstream {
   command: string;
