@@ -4,25 +4,11 @@
 // and gets its result; only then are A's replies let through. A must not run fn: its
 // lease, counted from when it sent the claim, is over. It replays B's result instead.
 
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { dropTables } from '../postgres-server';
-import { NETWORK, Scene, stopTestRedis } from './scene';
+import { NETWORK, Scene, scenesOfThisFile } from './scene';
 
-const scenes: Scene[] = [];
-afterEach(async () => {
-  await Promise.all(scenes.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await stopTestRedis();
-  await dropTables();
-});
-
-async function scene(kind: (typeof NETWORK)[number]) {
-  const s = await Scene.open(kind);
-  scenes.push(s);
-  return s;
-}
+const scene = scenesOfThisFile();
 
 describe.each(NETWORK)('%s: replies held past the lease', (kind) => {
   it('replies held until another caller took over and finished: the late claim never runs fn, the other caller\'s result stands', async () => {

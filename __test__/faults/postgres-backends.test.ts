@@ -4,18 +4,11 @@
 // until the call gives up), the outcome is unknown: the error must say so, never that the
 // result "could not be recorded" when it was (issue 28, item 5).
 
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { dropTables } from '../postgres-server';
-import { Scene } from './scene';
+import { Scene, scenesOfThisFile } from './scene';
 
-const scenes: Scene[] = [];
-afterEach(async () => {
-  await Promise.all(scenes.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await dropTables();
-});
+const scene = scenesOfThisFile();
 
 /** Runs `k` on caller A until its completion's reply reaches the proxy; then `fault`. */
 async function settleCutOff(s: Scene, fault: (conn: any) => Promise<void>) {
@@ -36,8 +29,7 @@ async function settleCutOff(s: Scene, fault: (conn: any) => Promise<void>) {
 
 describe('postgres: backends terminated mid-settle', () => {
   it('the completion committed, its reply lost with every backend: read back, the caller gets its result', async () => {
-    const s = await Scene.open('postgres');
-    scenes.push(s);
+    const s = await scene('postgres');
     const got = await settleCutOff(s, async (conn) => {
       expect(await s.terminate()).toBeGreaterThan(0);
       conn.reset();
@@ -48,8 +40,7 @@ describe('postgres: backends terminated mid-settle', () => {
   });
 
   it('the completion committed, its reply lost, and no read-back possible: the error does not say "not recorded"', async () => {
-    const s = await Scene.open('postgres');
-    scenes.push(s);
+    const s = await scene('postgres');
     const got = await settleCutOff(s, async (conn) => {
       s.proxy.refuse(true); // first: a client that reconnects at once must not get through
       expect(await s.terminate()).toBeGreaterThan(0);

@@ -4,26 +4,12 @@
 // and no two runs overlapped while both held live leases. With `reconcile`, the next
 // caller finds the owner's run and records it instead of running again.
 
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { dropTables } from '../postgres-server';
-import { type Kind, Scene, stopTestRedis } from './scene';
+import { type Kind, Scene, scenesOfThisFile } from './scene';
 
 const KINDS: Kind[] = ['sqlite', 'redis', 'redis-tokio', 'postgres'];
-const scenes: Scene[] = [];
-afterEach(async () => {
-  await Promise.all(scenes.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await stopTestRedis();
-  await dropTables();
-});
-
-async function scene(kind: Kind) {
-  const s = await Scene.open(kind);
-  scenes.push(s);
-  return s;
-}
+const scene = scenesOfThisFile();
 
 describe.each(KINDS)('%s: owners stopped and killed', (kind) => {
   it('an owner SIGSTOPped inside fn past its lease: taken over, its late completion refused, no overlap of live leases', async () => {

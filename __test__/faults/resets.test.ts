@@ -4,25 +4,11 @@
 // or StoreError and the caller calls again), the side effect runs once and the checker's
 // invariants hold.
 
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { dropTables } from '../postgres-server';
-import { NETWORK, REDIS, Scene, stopTestRedis } from './scene';
+import { NETWORK, REDIS, Scene, scenesOfThisFile } from './scene';
 
-const scenes: Scene[] = [];
-afterEach(async () => {
-  await Promise.all(scenes.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await stopTestRedis();
-  await dropTables();
-});
-
-async function scene(kind: (typeof NETWORK)[number]) {
-  const s = await Scene.open(kind);
-  scenes.push(s);
-  return s;
-}
+const scene = scenesOfThisFile();
 
 /** A new call's claim is the first request that names its key (Redis's SET NX GET, Postgres's Bind of the claim statement). */
 const KEY = 'the-claimed-key';

@@ -4,17 +4,11 @@
 // data (a server without persistence) the record is gone: the restart begins a new epoch
 // (the checker's term), and a call after it runs again, by the restart's doing.
 
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { REDIS, Scene, stopTestRedis } from './scene';
+import { REDIS, Scene, scenesOfThisFile } from './scene';
 
-const scenes: Scene[] = [];
-afterEach(async () => {
-  await Promise.all(scenes.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await stopTestRedis();
-});
+const scene = scenesOfThisFile();
 
 /** A gate a run waits at, and a promise that the run has started. */
 function gate() {
@@ -27,8 +21,7 @@ function gate() {
 
 describe.each(REDIS)('%s: the server restarted between run and settle', (kind) => {
   it('with appendfsync always: the claim survives, the result is recorded, one run', async () => {
-    const s = await Scene.open(kind);
-    scenes.push(s);
+    const s = await scene(kind);
     const g = gate();
     const a = s.caller('a', { leaseMs: 2000, onRun: g.onRun, work: g.work });
     const b = s.caller('b', { via: 'direct', leaseMs: 2000 });
@@ -44,8 +37,7 @@ describe.each(REDIS)('%s: the server restarted between run and settle', (kind) =
   });
 
   it('without its data: a new epoch; the old call is told its result was not recorded, the next call runs again', async () => {
-    const s = await Scene.open(kind);
-    scenes.push(s);
+    const s = await scene(kind);
     const g = gate();
     const a = s.caller('a', { leaseMs: 2000, onRun: g.onRun, work: g.work });
     const b = s.caller('b', { via: 'direct', leaseMs: 2000 });

@@ -11,8 +11,10 @@ import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
+import { afterAll, afterEach } from 'vitest';
+
 import { ROOT, lib, tempDir } from '../helpers';
-import { PG_URL, uniqueTable } from '../postgres-server';
+import { PG_URL, dropTables, uniqueTable } from '../postgres-server';
 
 const require = createRequire(import.meta.url);
 const FAULTS = join(ROOT, 'stress', 'faults');
@@ -67,6 +69,26 @@ export function testRedis(): Promise<any> {
 export async function stopTestRedis(): Promise<void> {
   if (redisServer) await (await redisServer).stop();
   redisServer = undefined;
+}
+
+/**
+ * A test file's scenes: `scene(kind)` opens one, closed after its test; the file's Redis
+ * server and Postgres tables go after its last test.
+ */
+export function scenesOfThisFile(): (kind: Kind) => Promise<Scene> {
+  const open: Scene[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((s) => s.close()));
+  });
+  afterAll(async () => {
+    await stopTestRedis();
+    await dropTables();
+  });
+  return async (kind) => {
+    const s = await Scene.open(kind);
+    open.push(s);
+    return s;
+  };
 }
 
 export class Scene {

@@ -3,25 +3,11 @@
 // the connection reset. One run per key, every result the recorded one, whatever the
 // store makes of the cut (a resend, or StoreError and the caller calls again).
 
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { dropTables } from '../postgres-server';
-import { NETWORK, Scene, stopTestRedis } from './scene';
+import { NETWORK, Scene, scenesOfThisFile } from './scene';
 
-const scenes: Scene[] = [];
-afterEach(async () => {
-  await Promise.all(scenes.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await stopTestRedis();
-  await dropTables();
-});
-
-async function scene(kind: (typeof NETWORK)[number]) {
-  const s = await Scene.open(kind);
-  scenes.push(s);
-  return s;
-}
+const scene = scenesOfThisFile();
 
 
 describe.each(NETWORK)('%s: replies in pieces', (kind) => {
