@@ -3,8 +3,10 @@
 # just ran under this machine's Node 20 (N-API is ABI-stable: one build serves all three).
 # Skipped here (they run under Node 20 in `npm test`): the torture and crash-matrix files,
 # minutes of killed child processes whose subject is SQLite and the OS, not the Node version;
-# and the files whose subject is another program (a 6-node Redis Cluster, the MCP reference
-# server and Inspector, Chromium), which keep CI under its time budget.
+# the files whose subject is another program (a 6-node Redis Cluster, the MCP reference
+# server and Inspector, Chromium, the Claude Agent SDK's runtime); and the fault harness's
+# files (__test__/faults/: the network and processes under faults, run by npm test and the
+# campaigns), which keep CI under its time budget.
 # Prints "node-versions: N passed, M failed" last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,8 @@ for bin in "$NODE22_BIN" "$NODE24_BIN"; do
   PATH="$bin:$PATH" node "$PWD/node_modules/vitest/vitest.mjs" run \
     --exclude '__test__/torture.test.ts' --exclude '__test__/crash-matrix.test.ts' \
     --exclude '__test__/redis-cluster.test.ts' --exclude '__test__/mcp-everything.test.ts' \
-    --exclude '__test__/ui-browser.test.ts' 2>&1 | tee "$log"
+    --exclude '__test__/ui-browser.test.ts' --exclude '__test__/frameworks-claude-agent-sdk.test.ts' \
+    --exclude '__test__/faults/**' 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   summary=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^\s*Tests\s' | tail -1)
   p=$(echo "$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)

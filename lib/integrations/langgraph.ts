@@ -31,7 +31,9 @@ import {
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
 export type { LangGraphConfigLike };
-export { aiMessageIdOf, revive, stripTaskIds, toStorable };
+export { aiMessageIdOf, stripTaskIds } from './langgraph-state.js';
+/** @internal */
+export { revive, toStorable } from './langgraph-state.js';
 
 const WHERE = 'idempotent-tools/langgraph';
 

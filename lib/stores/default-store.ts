@@ -25,7 +25,7 @@ import { RedisStore, redisPlace } from './redis-store.js';
 import { SqliteStore, defaultStorePath, sqlitePlace } from './sqlite-store.js';
 
 // Where they were before core/ owned them: modules that import them from here keep working.
-export { defaultStore, defaultStoreGeneration, setDefaultStore } from '../core/default-store.js';
+export { defaultStore, setDefaultStore } from '../core/default-store.js';
 
 /** Which store the environment names, before it is opened. */
 export type StoreChoice =
