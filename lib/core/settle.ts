@@ -106,6 +106,7 @@ export async function settle(
   const { leaseMs, store, key, fingerprint, emit } = call;
   const settledStatus = op === 'complete' ? 'completed' : 'failed';
   const giveUpAt = performance.now() + Math.max(leaseMs, 1000);
+  const lastChance = performance.now() + 4 * Math.max(leaseMs, 1000);
   let delay = 20;
   /** What the record says about this claim's settle: done, refused, or not yet (undefined: could not read it). */
   let gone = false;
@@ -142,11 +143,12 @@ export async function settle(
       if (seen === 'recorded') return { state: 'recorded' };
       if (seen === 'fenced') return { state: 'fenced', gone };
       if (lease.lost) return { state: 'fenced' };
-      // Retried for as long as the claim is ours by this process's own record of its last
-      // claim or renewal (renewals may fail meanwhile, for the same cause): the last try
-      // goes out just before that end, never skipped because a full backoff would pass it.
+      // Retried for max(leaseMs, 1 s), and on for as long as the claim is ours by this
+      // process's own record of its last claim or renewal (renewals may fail meanwhile,
+      // for the same cause), up to 4 times that: a try after the lease's end is harmless
+      // (fenced if another call took the record over meanwhile) and often succeeds.
       const now = performance.now();
-      const until = Math.min(giveUpAt, lease.heldUntil);
+      const until = Math.max(giveUpAt, Math.min(lease.heldUntil, lastChance));
       if (now >= until - 1) return { state: 'unknown', error: err, seen: seen === 'pending' ? 'pending' : 'unreadable' };
       await sleep(Math.min(delay, until - 1 - now));
       delay = Math.min(delay * 2, 1000);

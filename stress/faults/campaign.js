@@ -56,6 +56,9 @@ function positiveInt(name, text) {
   return n;
 }
 
+/** What the campaign is doing, for the watchdog's message. */
+let phase = 'setting up';
+
 async function main() {
   const store = values.store;
   if (!STORES.includes(store)) throw new Error(`--store must be one of ${STORES.join(', ')}, not "${store}"`);
@@ -71,6 +74,13 @@ async function main() {
   console.log(`${label}: ${seconds} s, ${workerCount} workers x ${lanes} lanes, ${keys} keys; repeat with: ` +
     `node stress/faults/campaign.js --store ${store} --seed ${seed} --seconds ${seconds} --workers ${workerCount} --keys ${keys} --lanes ${lanes}${control ? ' --control naive' : ''}`);
 
+  // The campaign itself must never hang CI: past its time and a generous margin, it says
+  // which phase it was in (and keeps its ledger) and fails.
+  const watchdog = setTimeout(() => {
+    console.log(`${label}: THE CAMPAIGN HUNG in phase "${phase}" after ${seconds} s of faults; kept: ${dir}`);
+    process.exit(1);
+  }, (seconds + 150) * 1000);
+  watchdog.unref();
   const random = createRandom(seed);
   const dir = mkdtempSync(join(tmpdir(), 'idempotent-tools-faults-'));
   const ledgerDir = join(dir, 'ledger');
@@ -194,11 +204,13 @@ async function main() {
   });
   const until = now() + seconds * 1000;
   ledger.write({ ev: 'nemesis-start', until });
+  phase = 'faults';
   await nemesis.run(until);
   clearInterval(readiness);
 
   // Stop: every worker resumed and asked to finish its calls; one that does not exit
   // within the bound is a hang (and is killed).
+  phase = 'stopping the workers';
   const hangBoundMs = 25_000;
   for (const w of live) {
     if (w.stopped) workers.cont(w);
@@ -216,6 +228,7 @@ async function main() {
   }
 
   // The store's final records, for every key the ledger names.
+  phase = 'reading the final records';
   const { entries } = readLedger(ledgerDir);
   const used = [...new Set(entries.filter((e) => e.ev === 'call').map((e) => e.key))];
   const finals = {};
@@ -226,6 +239,7 @@ async function main() {
   writeFileSync(join(dir, 'finals.json'), JSON.stringify(finals));
   ledger.close();
 
+  phase = 'checking';
   const { entries: all, torn } = readLedger(ledgerDir);
   const result = check(all, { finals, hangBoundMs });
   // The transport each Redis worker really used (worker.js, usesTokio).
@@ -241,6 +255,7 @@ async function main() {
   const expected = control ? !result.clean : result.clean;
   if (control) console.log(result.clean ? `${label}: CONTROL NOT CAUGHT: the checker found nothing wrong with the naive wrapper` : `${label}: control caught (${result.violations.length} violations, as it must)`);
 
+  phase = 'cleaning up';
   await direct.close?.();
   await cleanUp({ store, direct, redis, proxy, adminPg, table });
   if (expected && !values.keep) rmSync(dir, { recursive: true, force: true });
