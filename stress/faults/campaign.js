@@ -256,8 +256,10 @@ async function main() {
   if (control) console.log(result.clean ? `${label}: CONTROL NOT CAUGHT: the checker found nothing wrong with the naive wrapper` : `${label}: control caught (${result.violations.length} violations, as it must)`);
 
   phase = 'cleaning up';
-  await direct.close?.();
-  await cleanUp({ store, direct, redis, proxy, adminPg, table });
+  // Bounded, each part: the verdict is in, and a close that waits on something a fault left
+  // behind must not hold CI (it is named, so it can be looked into).
+  await within(15_000, 'closing the direct store', () => direct.close?.());
+  await within(60_000, 'cleaning up', () => cleanUp({ store, direct, redis, proxy, adminPg, table }));
   if (expected && !values.keep) rmSync(dir, { recursive: true, force: true });
   else console.log(`  kept the ledger: ${dir} (node stress/faults/checker.js ${ledgerDir} --finals ${join(dir, 'finals.json')})`);
   return expected ? 0 : 1;
@@ -278,6 +280,22 @@ function openDirect(lib, config, redis, adminPg) {
       return new lib.PostgresStore({ url: adminPg, table: config.table, pruneIntervalMs: 0 });
     default:
       return new lib.RedisStore({ url: redis.url, prefix: config.prefix });
+  }
+}
+
+/** Runs `work`, but gives up on it after `ms` with a note naming `what`. */
+async function within(ms, what, work) {
+  let timer;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      console.log(`  note: ${what} took over ${ms / 1000} s; went on without it`);
+      resolve();
+    }, ms);
+  });
+  try {
+    await Promise.race([Promise.resolve().then(work), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
