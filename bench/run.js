@@ -32,12 +32,13 @@ const SCENARIOS = {
 };
 
 function parseArgs(argv) {
-  const o = { quick: false, only: null };
+  const o = { quick: false, only: null, out: path.join(__dirname, 'results.json') };
   for (const a of argv) {
     if (a === '--quick') o.quick = true;
+    else if (a.startsWith('--out=')) o.out = path.resolve(a.slice(6));
     else if (a.startsWith('--only=')) o.only = a.slice(7).split(',').filter(Boolean);
     else if (a === '--help' || a === '-h') {
-      console.log('usage: node bench/run.js [--quick] [--only=' + Object.keys(SCENARIOS).join(',') + ']');
+      console.log('usage: node bench/run.js [--quick] [--only=' + Object.keys(SCENARIOS).join(',') + '] [--out=results.json]');
       process.exit(0);
     } else {
       console.error(`unknown argument ${a}`);
@@ -207,8 +208,8 @@ async function main() {
 
   const totalSeconds = +((Date.now() - started.getTime()) / 1000).toFixed(1);
   const json = { quick: opts.quick, command, startedAt: started.toISOString(), totalSeconds, machine: info, goals: gs, scenarios: results };
-  fs.writeFileSync(path.join(__dirname, 'results.json'), JSON.stringify(json, null, 2) + '\n');
-  console.log(`\nwrote bench/results.json (${totalSeconds} s in all)`);
+  fs.writeFileSync(opts.out, JSON.stringify(json, null, 2) + '\n');
+  console.log(`\nwrote ${path.relative(process.cwd(), opts.out)} (${totalSeconds} s in all)`);
 
   if (!opts.quick && !opts.only) {
     const bars = gs.filter((g) => g.bar).map((g) => ({ ...g.bar, met: g.met }));

@@ -8,8 +8,15 @@ const path = require('node:path');
 const ROOT = path.resolve(__dirname, '..', '..');
 const pkg = () => require(ROOT); // the built package (dist/), as users require it
 
-/** The tool: an agent tool call with a small JSON result; the side effect itself is a no-op. */
+/**
+ * The tool: an agent tool call with a small JSON result. Its side effect is a no-op, but
+ * like a real tool (an HTTP call, a query) it awaits I/O: one turn of the event loop
+ * (`setImmediate`). A tool that resolved in the same tick let every settle of a burst
+ * join the claims' batch, which no real tool does: the Redis numbers here were 1.6x
+ * those measured from outside with an awaiting tool (issue 30).
+ */
 async function charge(args) {
+  await new Promise((resolve) => setImmediate(resolve));
   return { ok: true, id: `ch_${args.n}`, amount: args.amount };
 }
 

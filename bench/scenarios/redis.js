@@ -75,7 +75,8 @@ async function makeImpls(url, prefix, ours) {
   if (ours) {
     const { idempotent, RedisStore } = pkg();
     oursStore = new RedisStore({ url, prefix: `${prefix}ours:` });
-    const f = idempotent(charge, { store: oursStore, name: 'charge' });
+    // The same one-hour expiry every peer and the floor write (like for like).
+    const f = idempotent(charge, { store: oursStore, name: 'charge', ttlMs: TTL_MS });
     impls.push({ name: 'idempotent-tools', replay: f, unique: f, seed: f });
   }
   impls.push({ name: 'Powertools (CachePersistenceLayer)', replay: pt, unique: pt, seed: pt });
@@ -194,7 +195,11 @@ async function redis(ctx) {
   const rounds = ctx.quick ? 3 : 9;
   const K = ctx.quick ? 200 : 1000;
   const rows = [];
-  const data = { url, oursAvailable: ours, runs: {} };
+  // Which server answers matters: Valkey 8.1+ and Redis 8.4+ settle a new call with one
+  // plain command (SET IFEQ), older servers run the settle script.
+  const info = await admin.info('server');
+  const server = /valkey_version:(\S+)/.exec(info) ? `Valkey ${/valkey_version:(\S+)/.exec(info)[1]}` : `Redis ${/redis_version:(\S+)/.exec(info)?.[1] ?? '?'}`;
+  const data = { url, server, oursAvailable: ours, runs: {} };
   let impls;
   let close;
   try {
@@ -273,7 +278,7 @@ async function redis(ctx) {
   return [
     {
       id: 'redis',
-      title: `Redis (${url}), replays and unique calls`,
+      title: `Redis (${server} at ${url}), replays and unique calls`,
       note:
         `${rounds} rounds per row group, alternating. "of floor" = floor time / this time (1.00 = as fast as the bare round trips). ` +
         '"process CPU" = this process\'s CPU (every thread: JavaScript, V8\'s helpers, a Tokio worker) per op over the measured rounds; "server CPU" = the Redis server\'s (INFO cpu). ' +
