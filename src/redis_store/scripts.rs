@@ -40,6 +40,11 @@ pub fn settle() -> &'static Script {
     script(&S, include_str!("lua/settle.lua"), false)
 }
 
+pub fn settle_if_equal() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(&S, include_str!("lua/settle_if_equal.lua"), false)
+}
+
 pub fn settle_staged() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(&S, include_str!("lua/settle_staged.lua"), false)

@@ -267,19 +267,23 @@ impl OnLoop {
                         reply = replies.next().unwrap_or(Value::Nil);
                     }
                     let call = match sent {
-                        Sent::OneCommand(call) => match one.answer(&reply) {
-                            Some(settled) => {
-                                out.push(Some(OpReply::Flag(settled)));
-                                continue;
+                        Sent::OneCommand(_) if one.settled(&reply) => {
+                            out.push(Some(OpReply::Flag(true)));
+                            continue;
+                        }
+                        Sent::OneCommand(call) => {
+                            // The record moved on, or the server would not: the settle
+                            // script decides (after loading the small one, if it was that
+                            // the server did not have).
+                            let small = scripts::settle_if_equal();
+                            if no_script(&reply) && !preload.iter().any(|s| std::ptr::eq(*s, small))
+                            {
+                                preload.push(small);
                             }
-                            None => {
-                                // The record moved on, or the server would not: the
-                                // script decides.
-                                out.push(None);
-                                again.push((i, call));
-                                continue;
-                            }
-                        },
+                            out.push(None);
+                            again.push((i, call));
+                            continue;
+                        }
                         Sent::Claim(value) => {
                             let Op::Acquire(r) = op else {
                                 unreachable!("only an acquire claims")

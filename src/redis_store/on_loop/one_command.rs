@@ -1,7 +1,9 @@
 //! The one-command settle: where the server has `SET ... IFEQ` (Valkey 8.1+, Redis 8.4+),
 //! a new call's settle is `SET key <settled> IFEQ <claim> [PX ttl]`, one plain command,
 //! instead of the settle script (EVALSHA running GET, TIME, PEXPIRETIME and SET inside
-//! the server: most of a new call's server time, bench/RESULTS.md, issue 30).
+//! the server, and building the record in Lua: most of a new call's server time,
+//! bench/RESULTS.md, issue 30). Where it has not, the same compare-and-set runs as the
+//! smallest script that can (`lua/settle_if_equal.lua`: a GET, a comparison, a SET).
 //!
 //! It keeps the script's guarantee: the value compared is the whole claim this store
 //! wrote with `SET NX`, its fencing token included, so the settle lands only while the
@@ -9,7 +11,7 @@
 //! Any other answer (nil: the record moved on; an error: another type, or a server
 //! without IFEQ) sends the settle script instead, which decides as it always did (a
 //! resend of this very settle included). A server that answers IFEQ with a syntax error
-//! does not know it: the store stops trying.
+//! does not know it: the store uses the small script from then on.
 //!
 //! The script reads the server's clock for the record's times; a plain SET cannot. So the
 //! store keeps the server's clock as it last read it (`TIME`, sent with a batch at most
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
 
-use super::super::{ms_arg, record};
+use super::super::{ms_arg, record, scripts};
 use crate::record::{SettleRequest, COMPLETED};
 
 /// How long a reading of the server's clock is used before it is read again.
@@ -45,8 +47,9 @@ struct Claim {
 
 /// What the one-command settle needs, per store (on the JavaScript thread only).
 pub struct OneCommand {
-    /// Cleared when the server answers IFEQ with a syntax error.
-    supported: Cell<bool>,
+    /// `SET ... IFEQ`; cleared when the server answers it with a syntax error (then
+    /// `lua/settle_if_equal.lua`).
+    set_ifeq: Cell<bool>,
     /// The server's clock: its reading (ms) and the instant it stands for.
     clock: Cell<Option<(f64, Instant)>>,
     claims: RefCell<HashMap<String, Claim>>,
@@ -55,7 +58,7 @@ pub struct OneCommand {
 impl OneCommand {
     pub fn new() -> OneCommand {
         OneCommand {
-            supported: Cell::new(true),
+            set_ifeq: Cell::new(true),
             clock: Cell::new(None),
             claims: RefCell::new(HashMap::new()),
         }
@@ -63,11 +66,9 @@ impl OneCommand {
 
     /// Whether a batch should read the server's clock (`TIME` first in its pipeline).
     pub fn wants_clock(&self) -> bool {
-        self.supported.get()
-            && self
-                .clock
-                .get()
-                .is_none_or(|(_, at)| at.elapsed() > CLOCK_FRESH)
+        self.clock
+            .get()
+            .is_none_or(|(_, at)| at.elapsed() > CLOCK_FRESH)
     }
 
     /// A `TIME` reply, on a batch sent at `sent`.
@@ -99,7 +100,7 @@ impl OneCommand {
 
     /// A claim `SET NX` made (attempt 1, no takeover), answered now.
     pub fn claimed(&self, token: &str, value: Vec<u8>) {
-        let (Some(created_at), true) = (self.server_now(), self.supported.get()) else {
+        let Some(created_at) = self.server_now() else {
             return;
         };
         let mut claims = self.claims.borrow_mut();
@@ -114,13 +115,10 @@ impl OneCommand {
         self.claims.borrow_mut().remove(token);
     }
 
-    /// The one command settling `r` (`status` COMPLETED or FAILED), when its claim is known
-    /// and the server has IFEQ; `None` sends the script.
+    /// The one command settling `r` (`status` COMPLETED or FAILED), when its claim is
+    /// known; `None` sends the settle script.
     pub fn settle(&self, redis_key: &str, status: &str, r: &SettleRequest) -> Option<Cmd> {
         let claim = self.claims.borrow_mut().remove(&r.token)?;
-        if !self.supported.get() {
-            return None;
-        }
         let now = self.server_now()?;
         let semi = claim.value.iter().position(|&b| b == b';')?;
         let ttl = r.ttl_ms.map(ms_arg);
@@ -141,6 +139,15 @@ impl OneCommand {
         );
         value.extend_from_slice(&claim.value[semi + 1..]);
         value.extend_from_slice(&outcome);
+        if !self.set_ifeq.get() {
+            let ttl = ttl.map(|t| t.to_string()).unwrap_or_default();
+            let args = [value, claim.value, ttl.into_bytes()];
+            return Some(scripts::evalsha(
+                scripts::settle_if_equal(),
+                redis_key,
+                &args,
+            ));
+        }
         let mut cmd = redis::cmd("SET");
         cmd.arg(redis_key).arg(value).arg("IFEQ").arg(claim.value);
         if let Some(t) = ttl {
@@ -149,18 +156,17 @@ impl OneCommand {
         Some(cmd)
     }
 
-    /// What the one command answered: `Some(true)` settled; `None` when the script must
-    /// decide (and, for a syntax error, the server does not know IFEQ).
-    pub fn answer(&self, reply: &Value) -> Option<bool> {
+    /// Whether the one command answered that it settled; otherwise the settle script
+    /// decides (and a syntax error means the server does not know IFEQ).
+    pub fn settled(&self, reply: &Value) -> bool {
         match reply {
-            Value::Okay => Some(true),
-            Value::SimpleString(s) if s == "OK" => Some(true),
+            Value::Okay | Value::Int(1) => true,
+            Value::SimpleString(s) => s == "OK",
             Value::ServerError(e) if e.details().is_some_and(|d| d.contains("syntax")) => {
-                self.supported.set(false);
-                self.claims.borrow_mut().clear();
-                None
+                self.set_ifeq.set(false);
+                false
             }
-            _ => None,
+            _ => false,
         }
     }
 }
