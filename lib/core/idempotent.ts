@@ -305,7 +305,11 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
       emit('store-error', { error: err });
       throw asStoreError(err, key);
     }
-    await pace(); // a burst of replies resumes over several turns of the loop
+    // A burst of replies resumes over several turns of the loop. Awaited only when told to
+    // wait: an await of nothing would put every reply's call through pace() before any of
+    // them ran, and the turn's budget would measure nothing.
+    const paced = pace();
+    if (paced !== undefined) await paced;
     if (claim.acquired) {
       // A claim right after our own handed-back one took over nothing but that unused claim:
       // reconcile is asked only if the handed-back claim was itself a takeover.
@@ -458,7 +462,8 @@ async function record<A extends unknown[], R>(
     attempts,
   );
   notify(call.store, key);
-  await pace();
+  const paced = pace();
+  if (paced !== undefined) await paced;
   crashPoint('after-complete');
   if (settled.state === 'unknown') {
     const otherwise = `after its lease runs out (leaseMs ${c.leaseMs}), the next call ${

@@ -69,7 +69,13 @@ function failureOf(reply: Reply, key: string): Error | undefined {
   return Array.isArray(reply) && reply[0] === 2 ? asStoreError(new Error(reply[1] as string), key) : undefined;
 }
 
-/** A turn's calls, sent together when the turn's microtasks are done. */
+/**
+ * A turn's calls, sent together at the end of the turn's check phase (`setImmediate`).
+ * Not when the microtasks run out: a tool that awaits I/O resumes in a callback of its
+ * own (an immediate, a socket's), and microtasks run after each such callback, so a
+ * burst's settles would each go alone (measured: 64 calls in flight sent about 64
+ * pipelines of one settle, bench/RESULTS.md, issue 30).
+ */
 class Calls {
   #ops: string[] = [];
   #jobs: Job[] = [];
@@ -78,8 +84,10 @@ class Calls {
 
   #add(op: string, job: Job): void {
     this.#jobs.push(job);
-    if (this.#ops.push(op) === 1) queueMicrotask(() => this.#flush());
+    if (this.#ops.push(op) === 1) setImmediate(this.#flushNow);
   }
+
+  readonly #flushNow = (): void => this.#flush();
 
   #flush(): void {
     const ops = this.#ops;

@@ -12,7 +12,9 @@
 //!   flight, a takeover, `'retry'`, a call after a failure) or of format 1 goes on to the
 //!   claim script, which applies the claim rule of `claim.rs`.
 //! - `complete`/`fail` (the settle script), `renew` and `release` are each one Lua script
-//!   on that one key (see `lua/`): a compare-and-set on the claim's fencing token.
+//!   on that one key (see `lua/`): a compare-and-set on the claim's fencing token. On the
+//!   loop transport, where the server has `SET ... IFEQ`, a new call's settle is that one
+//!   plain command on the whole claim value instead (`on_loop/one_command.rs`).
 //! - Expiry: a settled record expires at its `expires_at` (`ttlMs` from its settle), or
 //!   never; a pending record never does while it is unresolved (a SET NX claim's expiry is
 //!   31,700 years away, and every other pending write has none): a dead owner's claim is
@@ -307,7 +309,16 @@ impl Inner {
 
     /// A new call's `SET NX GET`: the claim itself, or the record in the way.
     fn claim_command(&self, req: &AcquireRequest, token: &str) -> Cmd {
-        let value = record::claim_value(token, ms_arg(req.lease_ms), &claim_fields(req));
+        self.claim_command_with(req, &Self::claim_value(req, token))
+    }
+
+    /// The value a new call's `SET NX` writes.
+    fn claim_value(req: &AcquireRequest, token: &str) -> Vec<u8> {
+        record::claim_value(token, ms_arg(req.lease_ms), &claim_fields(req))
+    }
+
+    /// `claim_command` with its value made already.
+    fn claim_command_with(&self, req: &AcquireRequest, value: &[u8]) -> Cmd {
         let mut cmd = redis::cmd("SET");
         cmd.arg(self.redis_key(&req.key))
             .arg(value)

@@ -9,7 +9,8 @@
 //! that forgets it (a restart, SCRIPT FLUSH, a failover) is handled by loading it again.
 //!
 //! The hot path needs no script at all: a new call claims with `SET NX GET`, a replay is
-//! that same command's answer. `settle` runs once per new call; `claim` only when SET NX
+//! that same command's answer. `settle` runs once per new call (unless the one-command
+//! settle of `on_loop/one_command.rs` lands); `claim` only when SET NX
 //! found the key taken by a record that is not completed (or of format 1).
 
 use std::sync::OnceLock;
@@ -37,6 +38,11 @@ pub fn claim() -> &'static Script {
 pub fn settle() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(&S, include_str!("lua/settle.lua"), false)
+}
+
+pub fn settle_if_equal() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(&S, include_str!("lua/settle_if_equal.lua"), false)
 }
 
 pub fn settle_staged() -> &'static Script {

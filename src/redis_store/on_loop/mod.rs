@@ -14,10 +14,13 @@
 
 mod conn;
 mod js;
+mod one_command;
 mod resp;
 pub mod uv;
 
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
@@ -31,11 +34,13 @@ use crate::record::{SettleRequest, COMPLETED};
 use crate::token::new_token;
 use conn::{Conn, Settings, Shared};
 use js::Deferred;
+use one_command::OneCommand;
 
 /// The loop transport of one store.
 pub struct OnLoop {
     conn: Shared,
     inner: Arc<Inner>,
+    one_command: Rc<OneCommand>,
 }
 
 /// Whether the store can use this transport: a plain TCP server, not a cluster, on a host
@@ -163,7 +168,11 @@ impl OnLoop {
                 Conn::close(&conn);
             }
         })?;
-        Ok(OnLoop { conn, inner })
+        Ok(OnLoop {
+            conn,
+            inner,
+            one_command: Rc::new(OneCommand::new()),
+        })
     }
 
     #[cfg_attr(test, allow(dead_code))]
@@ -171,9 +180,11 @@ impl OnLoop {
         Conn::close(&self.conn);
     }
 
-    /// Every op of one turn in one pipeline: an acquire's `SET NX GET`, a settle's or a
-    /// renewal's script. Then, in one more pipeline, the claim scripts of the acquires
-    /// that found a record in the way that is not completed, and the scripts the server
+    /// Every op of one turn in one pipeline: an acquire's `SET NX GET`, a settle's one
+    /// command (`one_command.rs`) or its script, a renewal's script (and `TIME` first when
+    /// the server's clock is to be read). Then, in one more pipeline, the claim scripts of
+    /// the acquires that found a record in the way that is not completed, the settle
+    /// scripts of the one-command settles that did not land, and the scripts the server
     /// did not have (loaded first).
     pub fn run_batch<'env>(
         &self,
@@ -182,34 +193,52 @@ impl OnLoop {
     ) -> napi::Result<PromiseRaw<'env, Vec<OpReply>>> {
         let (deferred, promise) = Deferred::new(env.raw())?;
         let inner = self.inner.clone();
+        let one = self.one_command.clone();
         let tokens: Vec<Option<String>> = ops
             .iter()
             .map(|op| matches!(op, Op::Acquire(_)).then(new_token))
             .collect();
         let mut packed = Vec::new();
-        // What each op sent: its script (none for an acquire) and how many replies it waits for.
-        let mut sent: Vec<(Option<ScriptCall>, usize)> = Vec::with_capacity(ops.len());
+        let clock = one.wants_clock();
+        if clock {
+            redis::cmd("TIME").write_packed_command(&mut packed);
+        }
+        // What each op sent: its script (none for an acquire; for a one-command settle,
+        // the script to send if it does not land), how many replies it waits for, and an
+        // acquire's claim value.
+        let mut sent: Vec<Sent> = Vec::with_capacity(ops.len());
         for (op, token) in ops.iter().zip(&tokens) {
             sent.push(match op {
                 Op::Acquire(r) => {
+                    let value = Inner::claim_value(r, token.as_deref().unwrap_or_default());
                     inner
-                        .claim_command(r, token.as_deref().unwrap_or_default())
+                        .claim_command_with(r, &value)
                         .write_packed_command(&mut packed);
-                    (None, 1)
+                    Sent::Claim(value)
                 }
-                Op::Settle(status, r) => {
-                    let (call, count) = settle_commands(&inner, status, r, &mut packed);
-                    (Some(call), count)
-                }
+                Op::Settle(status, r) => match one.settle(&inner.redis_key(&r.key), status, r) {
+                    Some(cmd) => {
+                        cmd.write_packed_command(&mut packed);
+                        Sent::OneCommand(settle_script(status, r))
+                    }
+                    None => {
+                        let (call, count) = settle_commands(&inner, status, r, &mut packed);
+                        Sent::Script(call, count)
+                    }
+                },
                 op => {
+                    if let Op::Renew { token, .. } = op {
+                        one.renewed(token);
+                    }
                     let call = renew_script(op);
                     call.pack(&inner, &mut packed);
-                    (Some(call), 1)
+                    Sent::Script(call, 1)
                 }
             });
         }
         let n = ops.len();
-        let count = sent.iter().map(|(_, c)| c).sum();
+        let count = sent.iter().map(Sent::replies).sum::<usize>() + usize::from(clock);
+        let sent_at = Instant::now();
         Conn::send(
             &self.conn,
             packed,
@@ -228,19 +257,45 @@ impl OnLoop {
                 let mut again: Vec<(usize, ScriptCall)> = Vec::new();
                 let mut preload: Vec<&'static Script> = Vec::new();
                 let mut replies = replies.into_iter();
-                for (i, ((op, token), (call, count))) in
-                    ops.iter().zip(&tokens).zip(sent).enumerate()
-                {
+                if clock {
+                    one.read_clock(&replies.next().unwrap_or(Value::Nil), sent_at);
+                }
+                for (i, ((op, token), sent)) in ops.iter().zip(&tokens).zip(sent).enumerate() {
                     // A staged settle's first reply answers its SET: the script's decides.
                     let mut reply = Value::Nil;
-                    for _ in 0..count {
+                    for _ in 0..sent.replies() {
                         reply = replies.next().unwrap_or(Value::Nil);
                     }
-                    match op {
-                        Op::Acquire(r) => {
+                    let call = match sent {
+                        Sent::OneCommand(_) if one.settled(&reply) => {
+                            out.push(Some(OpReply::Flag(true)));
+                            continue;
+                        }
+                        Sent::OneCommand(call) => {
+                            // The record moved on, or the server would not: the settle
+                            // script decides (after loading the small one, if it was that
+                            // the server did not have).
+                            let small = scripts::settle_if_equal();
+                            if no_script(&reply) && !preload.iter().any(|s| std::ptr::eq(*s, small))
+                            {
+                                preload.push(small);
+                            }
+                            out.push(None);
+                            again.push((i, call));
+                            continue;
+                        }
+                        Sent::Claim(value) => {
+                            let Op::Acquire(r) = op else {
+                                unreachable!("only an acquire claims")
+                            };
                             let token = token.as_deref().unwrap_or_default();
                             match inner.claim_command_outcome(ACQUIRE, r, token, reply) {
-                                Ok(Some(o)) => out.push(Some(OpReply::from(Ok(o)))),
+                                Ok(Some(o)) => {
+                                    if o.acquired && o.attempts == 1 && !o.taken_over {
+                                        one.claimed(token, value);
+                                    }
+                                    out.push(Some(OpReply::from(Ok(o))))
+                                }
                                 Ok(None) => {
                                     out.push(None);
                                     again.push((
@@ -255,9 +310,12 @@ impl OnLoop {
                                 }
                                 Err(e) => out.push(Some(OpReply::Failed(e.message))),
                             }
+                            continue;
                         }
+                        Sent::Script(call, _) => call,
+                    };
+                    match op {
                         _ if no_script(&reply) => {
-                            let call = call.expect("a settle or a renewal sent its script");
                             if !preload.iter().any(|s| std::ptr::eq(*s, call.script)) {
                                 preload.push(call.script);
                             }
@@ -305,6 +363,37 @@ impl OnLoop {
             }),
         );
         Ok(PromiseRaw::new(env.raw(), promise))
+    }
+}
+
+/// What one op of a batch sent.
+enum Sent {
+    /// A `SET NX GET` with this claim value.
+    Claim(Vec<u8>),
+    /// A settle's one command (`one_command.rs`), and the script that decides when it
+    /// does not land.
+    OneCommand(ScriptCall),
+    /// A script, and how many replies it waits for (a staged settle's SET, then its script).
+    Script(ScriptCall, usize),
+}
+
+impl Sent {
+    fn replies(&self) -> usize {
+        match self {
+            Sent::Claim(_) | Sent::OneCommand(_) => 1,
+            Sent::Script(_, n) => *n,
+        }
+    }
+}
+
+/// The settle script, outcome and all in its arguments (never staged: it runs only when a
+/// one-command settle did not land).
+fn settle_script(status: &'static str, r: &SettleRequest) -> ScriptCall {
+    ScriptCall {
+        script: scripts::settle(),
+        key: r.key.clone(),
+        stage: None,
+        args: settle_args(status, r),
     }
 }
 
