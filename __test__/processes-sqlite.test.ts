@@ -292,9 +292,9 @@ describe('leases and the wall clock (issue 9 item 6)', () => {
 describe('a panic in the native store (internal fault switch)', () => {
   const PANIC = join(ROOT, '__test__', 'fixtures', 'native-panic.js');
 
-  async function panicAt(point: string) {
+  async function panicAt(point: string, ...extra: string[]) {
     const env = { ...process.env, ...testHooks({ IDEMPOTENT_TOOLS_TEST_NATIVE_PANIC: point }) };
-    const f = await collect(spawn(process.execPath, [PANIC, tempDb()], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const f = await collect(spawn(process.execPath, [PANIC, tempDb(), ...extra], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(f.signal).toBeNull();
     expect(f.code).toBe(0); // the process lived through it
     expect(f.stderr).toContain(`injected panic at ${point}`); // the panic really happened
@@ -305,6 +305,39 @@ describe('a panic in the native store (internal fault switch)', () => {
     const lines = await panicAt('acquire');
     expect(lines[0]).toMatch(/^first StoreError ".*internal error in the native store.*injected panic at acquire/);
     expect(lines.slice(1)).toEqual(['second ok {"n":1}', 'third ok {"n":1}', 'get ok "completed"', 'get-again ok "completed"', 'runs 1']);
+  });
+
+  it('in one of the claims taken together: only that call rejects; the others claim, run and complete', async () => {
+    // The claims of one turn reach the writer as one job; each must still fail alone.
+    const lines = await panicAt('acquire', 'together');
+    expect(lines[0]).toMatch(/^together-a StoreError ".*internal error in the native store.*injected panic at acquire/);
+    expect(lines.slice(1)).toEqual([
+      'together-b ok {"n":"b"}',
+      'together-c ok {"n":"c"}',
+      'first ok {"n":1}',
+      'second ok {"n":1}',
+      'third ok {"n":1}',
+      'get ok "completed"',
+      'get-again ok "completed"',
+      'runs 3',
+    ]);
+  });
+
+  it('in one of the completes taken together: that complete is tried again and recorded; fn ran once per key', async () => {
+    // The completes of one turn reach the writer as one job; the one that panicked rolled
+    // back alone and was retried (see settle.ts), the others were recorded the first time
+    // (the injected panic fires once: runs 4 says fn ran once for each of a, b, c and 1).
+    const lines = await panicAt('complete', 'together');
+    // The retried one answers last, and which one panicked is up to the timing.
+    expect(lines.slice(0, 3).sort()).toEqual(['together-a ok {"n":"a"}', 'together-b ok {"n":"b"}', 'together-c ok {"n":"c"}']);
+    expect(lines.slice(3)).toEqual([
+      'first ok {"n":1}',
+      'second ok {"n":1}',
+      'third ok {"n":1}',
+      'get ok "completed"',
+      'get-again ok "completed"',
+      'runs 4',
+    ]);
   });
 
   it('in a read: get rejects with StoreError, and the next read works', async () => {

@@ -1,9 +1,8 @@
 /**
  * One crossing for a burst: calls of one kind issued in the same turn of the event loop
  * (before its microtasks run out) go to the native store as one batch, and one reply
- * settles them all. A native store that offers `acquireBatch`/`completeBatch` (Redis
- * today; SQLite's writer could take a batch the same way and commit it as one group)
- * is wrapped with `batched()`; every other method passes through.
+ * settles them all. A native store that offers `acquireBatch`/`completeBatch` (PostgreSQL,
+ * SQLite) is wrapped with `batched()`; every other method passes through.
  */
 
 import type * as native from '../core/native.js';
@@ -15,10 +14,20 @@ export interface Reply<T> {
 }
 
 /**
- * Queues calls until the current microtasks are done, then sends them as one batch. With
- * `maxInFlight`, at most that many batches are outstanding: calls made meanwhile wait for
- * one to come back and go together in the next (the busier the store, the larger the
- * batches; an idle store still sends at once).
+ * When a batch is sent. `'microtask'`: once the current microtasks are done. `'turn'`: in
+ * the check phase of the loop (`setImmediate`), so the calls issued by every callback of
+ * this phase go together: a tool that awaits I/O resumes in a callback of its own, with
+ * microtasks drained between callbacks, and a burst of such calls would otherwise go one
+ * per batch. An idle loop reaches the check phase at once, so a lone call waits for no
+ * other (and for no timer).
+ */
+export type Gather = 'microtask' | 'turn';
+
+/**
+ * Queues calls until `gather` says, then sends them as one batch. With `maxInFlight`, at
+ * most that many batches are outstanding: calls made meanwhile wait for one to come back
+ * and go together in the next (the busier the store, the larger the batches; an idle
+ * store still sends at once).
  */
 export class Batcher<Req, Res> {
   #queue: Array<{ req: Req; resolve: (r: Res) => void; reject: (e: unknown) => void }> = [];
@@ -27,11 +36,15 @@ export class Batcher<Req, Res> {
   constructor(
     private readonly send: (reqs: Req[]) => Promise<Array<Reply<Res>>>,
     private readonly maxInFlight = Infinity,
+    private readonly gather: Gather = 'microtask',
   ) {}
 
   call(req: Req): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
-      if (this.#queue.push({ req, resolve, reject }) === 1) queueMicrotask(() => this.#flush());
+      if (this.#queue.push({ req, resolve, reject }) === 1) {
+        if (this.gather === 'turn') setImmediate(() => this.#flush());
+        else queueMicrotask(() => this.#flush());
+      }
     });
   }
 
@@ -74,18 +87,28 @@ export interface BatchingNativeStore extends NativeStore {
 
 /**
  * `store` with `acquire` and `complete` sent in batches, one crossing per turn;
- * `maxInFlight` bounds the outstanding batches of each kind (see Batcher).
+ * `maxInFlight` bounds the outstanding batches of each kind, `gather` says when a batch
+ * is sent (see Batcher).
  */
-export function batched(store: BatchingNativeStore, maxInFlight = Infinity): NativeStore {
+export function batched(store: BatchingNativeStore, maxInFlight = Infinity, gather: Gather = 'microtask'): NativeStore {
   const acquires = new Batcher<native.AcquireRequest, native.AcquireOutcome>(
     async (reqs) => (await store.acquireBatch(reqs)).map((r) => ({ error: r.error, value: r.outcome ?? undefined })),
     maxInFlight,
+    gather,
   );
   const completes = new Batcher<native.SettleRequest, boolean>(
     async (reqs) => (await store.completeBatch(reqs)).map((r) => ({ error: r.error, value: r.settled ?? undefined })),
     maxInFlight,
+    gather,
   );
+  // SQLite's own extras (its filtered listing and synchronous replay reads) pass through
+  // when the store has them; they stay absent when it has not (see NativeBackedStore).
+  const extras: Partial<NativeStore> = {};
+  if (store.listRecent) extras.listRecent = (q) => store.listRecent!(q);
+  if (store.peekReplay) extras.peekReplay = (key, fp) => store.peekReplay!(key, fp);
+  if (store.replayCall) extras.replayCall = (name, ctx, payload) => store.replayCall!(name, ctx, payload);
   return {
+    ...extras,
     get path() {
       return store.path;
     },

@@ -4,6 +4,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 import { NativeSqliteStore } from '../core/native.js';
+import { type BatchingNativeStore, batched } from './batch.js';
 import { NativeBackedStore } from './native-store.js';
 import { RECORDS_PLACE } from '../core/names.js';
 
@@ -56,7 +57,9 @@ export class SqliteStore extends NativeBackedStore {
 
   constructor(options: SqliteStoreOptions = {}) {
     const checked = checkOptions(options);
-    super(() => NativeSqliteStore.open(checked));
+    // acquire and complete go to the writer a turn of the loop at a time: one crossing and
+    // one writer job for the turn's calls, committed together (see batch.ts, src/sqlite/batch.rs).
+    super(async () => batched((await NativeSqliteStore.open(checked)) as unknown as BatchingNativeStore, Infinity, 'turn'));
     this.path = checked.path;
     this.durability = checked.durability;
     this.namespace = checked.allNamespaces ? null : checked.namespace;

@@ -10,6 +10,7 @@
 //!   recovery, a checkpoint restart) it returns "not found" at once and the caller takes
 //!   the async path.
 
+mod batch;
 mod fault;
 mod listing;
 mod open;
@@ -33,6 +34,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use rusqlite::Connection;
 
+use crate::batch_reply::{AcquireReply, SettleReply};
 use crate::claim::AcquireRequest;
 use crate::clock::{now_ms, Now};
 use crate::failure::{StoreFailure, StoreResult};
@@ -225,6 +227,34 @@ impl NativeSqliteStore {
         Ok(promise)
     }
 
+    /// Queues `items` as one write job, each item in a savepoint of its own (see
+    /// `batch.rs`); the promise gets each item's answer, in order, after the commit.
+    fn write_each<'env, R, T, A>(
+        &self,
+        env: &'env Env,
+        items: Vec<R>,
+        work: impl Fn(&Connection, R) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<Object<'env>>
+    where
+        R: Send + 'static,
+        T: Send + 'static,
+        A: From<StoreResult<T>> + ToNapiValue + Send + 'static,
+    {
+        let (promise, answer) = self.inner.replies.promise::<Vec<A>>(env)?;
+        let label = self.inner.label.clone();
+        self.inner.writer.submit(
+            move |conn| {
+                let fail = |e| StoreFailure::at(&label, "store write failed", open::describe(e));
+                let outcomes = batch::each_in_savepoint(conn, items, fail, |conn, item| {
+                    work(conn, item).map_err(fail)
+                })?;
+                Ok(outcomes.into_iter().map(A::from).collect())
+            },
+            Box::new(answer),
+        );
+        Ok(promise)
+    }
+
     async fn read<T, F>(&self, what: &'static str, work: F) -> Result<T>
     where
         T: Send + 'static,
@@ -265,6 +295,36 @@ impl NativeSqliteStore {
         })
     }
 
+    /// The acquires issued in one turn of the event loop, in one crossing and one writer
+    /// job (see `batch.rs`); each answer is the outcome `acquire` would have given, or
+    /// the message of that call's own failure.
+    #[napi(ts_return_type = "Promise<Array<AcquireReply>>")]
+    pub fn acquire_batch<'env>(
+        &self,
+        env: &'env Env,
+        requests: Vec<AcquireRequest>,
+    ) -> Result<Object<'env>> {
+        let ns = self.project()?;
+        self.write_each::<_, _, AcquireReply>(env, requests, move |conn, request| {
+            fault::panic_point("acquire");
+            queries::acquire(conn, &ns, &request, &Now::current())
+        })
+    }
+
+    /// The completes issued in one turn of the event loop, as `acquire_batch`.
+    #[napi(ts_return_type = "Promise<Array<SettleReply>>")]
+    pub fn complete_batch<'env>(
+        &self,
+        env: &'env Env,
+        requests: Vec<SettleRequest>,
+    ) -> Result<Object<'env>> {
+        let ns = self.project()?;
+        self.write_each::<_, _, SettleReply>(env, requests, move |conn, r| {
+            fault::panic_point("complete");
+            queries::settle(conn, &ns, &settle_of(&r, COMPLETED), &Now::current())
+        })
+    }
+
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn renew<'env>(
         &self,
@@ -297,19 +357,10 @@ impl NativeSqliteStore {
     ) -> Result<Object<'env>> {
         let ns = self.project()?;
         self.write(env, move |conn| {
-            let settle = Settle {
-                key: &r.key,
-                token: &r.token,
-                status,
-                result: r.result.as_deref(),
-                error: r.error.as_deref(),
-                ttl_ms: r.ttl_ms,
-                duration_ms: r.duration_ms,
-            };
             if status == COMPLETED {
                 fault::panic_point("complete");
             }
-            queries::settle(conn, &ns, &settle, &Now::current())
+            queries::settle(conn, &ns, &settle_of(&r, status), &Now::current())
         })
     }
 
@@ -494,5 +545,18 @@ impl NativeSqliteStore {
             Ok(())
         })
         .await
+    }
+}
+
+/// What a settle request writes, as `status`.
+fn settle_of<'a>(r: &'a SettleRequest, status: &'static str) -> Settle<'a> {
+    Settle {
+        key: &r.key,
+        token: &r.token,
+        status,
+        result: r.result.as_deref(),
+        error: r.error.as_deref(),
+        ttl_ms: r.ttl_ms,
+        duration_ms: r.duration_ms,
     }
 }

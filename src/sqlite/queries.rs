@@ -149,10 +149,20 @@ pub fn acquire(
     req: &AcquireRequest,
     now: &Now,
 ) -> rusqlite::Result<AcquireOutcome> {
+    // Another call's legacy record is not this call's: claim in this project.
+    let legacy = read_legacy(conn, ns, &req.key)?.filter(|r| r.fingerprint == req.fingerprint);
+    if legacy.is_none() {
+        // A key never seen (the common case of a new call) is claimed by one INSERT that
+        // does nothing when the row exists: `decide` on no record is always a fresh claim
+        // (attempts 1), so the record need not be read first. A row that exists is
+        // decided by the full rule below.
+        if let Some(claimed) = claim_new(conn, ns, req, now)? {
+            return Ok(claimed);
+        }
+    }
     let found = match read(conn, &Scope::Project(ns.to_string()), &req.key)? {
         Some(own) => Some(own),
-        // Another call's legacy record is not this call's: claim in this project.
-        None => read_legacy(conn, ns, &req.key)?.filter(|r| r.fingerprint == req.fingerprint),
+        None => legacy,
     };
     let (attempts, taken_over, fresh) =
         match decide(found.as_ref(), &req.fingerprint, req.force, now) {
@@ -210,6 +220,44 @@ pub fn acquire(
         taken_over,
         record: None,
     })
+}
+
+/// Claims `req.key` as `acquire` claims a key with no record (attempts 1, not taken over);
+/// None, writing nothing, when the project has a record under the key.
+fn claim_new(
+    conn: &Connection,
+    ns: &str,
+    req: &AcquireRequest,
+    now: &Now,
+) -> rusqlite::Result<Option<AcquireOutcome>> {
+    let token = new_token();
+    let (lease_expires_at, lease_clock, lease_until) = lease_columns(now, req.lease_ms);
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO records (namespace, key, name, fingerprint, status, token, result, error, attempts,
+                              created_at, updated_at, expires_at, lease_expires_at, lease_clock,
+                              lease_until, meta, duration_ms)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, NULL, NULL, 1, ?6, ?6, NULL, ?7, ?8, ?9, ?10, NULL)
+         ON CONFLICT (namespace, key) DO NOTHING",
+    )?;
+    let inserted = stmt.execute(params![
+        ns,
+        req.key,
+        req.name,
+        req.fingerprint,
+        token,
+        now.wall,
+        lease_expires_at,
+        lease_clock,
+        lease_until,
+        req.meta,
+    ])?;
+    Ok((inserted == 1).then_some(AcquireOutcome {
+        acquired: true,
+        token: Some(token),
+        attempts: 1,
+        taken_over: false,
+        record: None,
+    }))
 }
 
 /// What a settle writes.

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use rusqlite::Connection;
 
+use super::batch::run as run_sql;
 use super::open::{FileId, StoreFile};
 use super::retention::Retention;
 use crate::failure::{StoreFailure, StoreResult};
@@ -221,12 +222,12 @@ fn commit_batch(
     batch: &mut [Box<dyn Job>],
     describe: impl Fn(rusqlite::Error) -> StoreFailure,
 ) -> StoreResult<()> {
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(&describe)?;
+    run_sql(conn, "BEGIN IMMEDIATE").map_err(&describe)?;
     let ran = (|| {
         for job in batch.iter_mut() {
-            conn.execute_batch("SAVEPOINT job").map_err(&describe)?;
+            run_sql(conn, "SAVEPOINT job").map_err(&describe)?;
             if job.run(conn) {
-                conn.execute_batch("RELEASE job").map_err(&describe)?;
+                run_sql(conn, "RELEASE job").map_err(&describe)?;
             } else if conn.is_autocommit() {
                 // Some errors (a full disk, an I/O error) make SQLite roll back the whole
                 // transaction itself: every job's work in it is gone, and the job's own
@@ -235,11 +236,11 @@ fn commit_batch(
                     .failure()
                     .unwrap_or_else(|| StoreFailure::new("the transaction was rolled back")));
             } else {
-                conn.execute_batch("ROLLBACK TO job; RELEASE job")
-                    .map_err(&describe)?;
+                run_sql(conn, "ROLLBACK TO job").map_err(&describe)?;
+                run_sql(conn, "RELEASE job").map_err(&describe)?;
             }
         }
-        conn.execute_batch("COMMIT").map_err(&describe)
+        run_sql(conn, "COMMIT").map_err(&describe)
     })();
     if ran.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
