@@ -54,7 +54,9 @@ async function compareBuilds(dirA, dirB, kind, rounds) {
         : kind === 'postgres'
           ? new lib.PostgresStore({ url: pgUrl, table: `idt_compare_${process.pid}_${tag}` })
           : new lib.SqliteStore({ path: path.join(tmp, `${tag}.db`), durability: 'normal' });
+    // Like the bench's tool (lib/common.js), it awaits one turn of the loop, as real I/O does.
     const charge = lib.idempotent(async function charge(a) {
+      await new Promise((resolve) => setImmediate(resolve));
       return { id: `ch_${a.n}`, amount: 1000 };
     }, { store, name: 'charge' });
     return { store, charge };

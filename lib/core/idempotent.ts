@@ -306,8 +306,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
       throw asStoreError(err, key);
     }
     // A burst of replies resumes over several turns of the loop. Awaited only when told to
-    // wait: an await of nothing would put every reply's call through pace() before any of
-    // them ran, and the turn's budget would measure nothing.
+    // wait (an await of nothing costs every call one more microtask hop).
     const paced = pace();
     if (paced !== undefined) await paced;
     if (claim.acquired) {
