@@ -16,5 +16,8 @@ if [ ! -x "$bin" ]; then
   chmod +x "$bin"
 fi
 "$bin" --version
-IDT_REDIS_SERVER="$PWD/$bin" npx vitest run __test__/conformance-redis.test.ts __test__/redis-cluster.test.ts __test__/redis.test.ts __test__/redis-loop.test.ts
+# The deterministic fault cases, late claims and unknown outcomes too: on Valkey a new
+# call's settle is SET IFEQ (on_loop/one_command.rs), a path Redis 7 never takes.
+IDT_REDIS_SERVER="$PWD/$bin" npx vitest run __test__/conformance-redis.test.ts __test__/redis-cluster.test.ts __test__/redis.test.ts __test__/redis-loop.test.ts \
+  __test__/late-claims.test.ts __test__/unknown-outcomes.test.ts __test__/faults/
 IDT_REDIS_SERVER="$PWD/$bin" node stress/faults/campaign.js --store redis --seconds "${FAULTS_SECONDS:-30}" --seed "${FAULTS_SEED:-$(date -u +%Y%m%d)}"

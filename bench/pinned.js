@@ -19,16 +19,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+const { freePort } = require('../stress/faults/servers');
 
 async function waitForPort(port, ms) {
   const until = Date.now() + ms;
