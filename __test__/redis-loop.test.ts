@@ -134,6 +134,23 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
     const failing = idempotent(async () => { throw new Error('x'.repeat(10_000)); }, { name: 'failing', store });
     await expect(failing()).rejects.toThrow(/xxxx/);
     expect((await store.get(failing.keyFor()))!.error!.message).toBe('x'.repeat(10_000));
+    // A fresh claim settles in one command whatever its size (one_command.rs); a renewed
+    // one changed its record, so its settle is the script, and a large outcome is staged
+    // (RENAME into place). The tool outlasts its lease: it is renewed before it settles.
+    const renames = async () => Number(/cmdstat_rename:calls=(\d+)/.exec(await info(s.port, 'commandstats'))?.[1] ?? 0);
+    const before = await renames();
+    const slow = idempotent(async (n: number) => {
+      await new Promise((r) => setTimeout(r, 700));
+      return { n, text: 'ü'.repeat(n) };
+    }, { name: 'slow', store, ttlMs: 60_000, leaseMs: 300 });
+    const renewed = await Promise.all([5000, 70_000].map((n) => slow(n)));
+    expect(await renames()).toBe(before + 2);
+    for (const [i, n] of [5000, 70_000].entries()) {
+      const r = (await store.get(slow.keyFor(n)))!;
+      expect(r.result).toEqual(renewed[i]);
+      expect(r.expiresAt! - r.updatedAt).toBe(60_000);
+    }
+    expect((await store.listRecords()).length).toBe(sizes.length + 3);
     await store.close();
   });
 
