@@ -23,7 +23,7 @@ fresh_before=no
 node -e "process.exit(require('./scripts/build-native.js').fresh({ release: true, requireGlibc217: true }) ? 0 : 1)" && fresh_before=yes
 status_before=$(git status --porcelain 2>/dev/null)
 pack_log=$(mktemp "${TMPDIR:-/tmp}/idempotent-tools-pack-log-XXXXXX")
-npm run pack:local 2>&1 | tee "$pack_log"
+npm run pack:local -- --portable 2>&1 | tee "$pack_log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { failed=$((failed + 1)); finish; }
 reused_ok() {
   if [ "$fresh_before" = yes ]; then grep -q "reusing the release build" "$pack_log"; return; fi
@@ -175,6 +175,34 @@ types_ok() { # the installed copy's types, as a TypeScript user compiles against
 }
 check "the installed copy's types compile under tsc --strict" types_ok
 
+# TypeScript 7 (the native compiler) lists no @types by default: a project that never names
+# Node's types must compile against every entry point's types (issue 37, item 5: two
+# internal declarations named node:async_hooks and node:diagnostics_channel, one NodeJS.ProcessEnv).
+cat > "$app/types-every-entry.mts" <<'TS'
+import * as main from 'idempotent-tools';
+import * as testing from 'idempotent-tools/testing';
+import * as langgraph from 'idempotent-tools/langgraph';
+import * as langchain from 'idempotent-tools/langchain';
+import * as aiSdk from 'idempotent-tools/ai-sdk';
+import * as openaiAgents from 'idempotent-tools/openai-agents';
+import * as mastra from 'idempotent-tools/mastra';
+import * as claude from 'idempotent-tools/claude-agent-sdk';
+import * as mcpServer from 'idempotent-tools/mcp-server';
+import * as pg from 'idempotent-tools/pg';
+import * as otel from 'idempotent-tools/otel';
+import * as ui from 'idempotent-tools/ui';
+const add = main.idempotent(async function add(x: number) { return x + 1; });
+const n: number = await add(1);
+void [n, testing, langgraph, langchain, aiSdk, openaiAgents, mastra, claude, mcpServer, pg, otel, ui];
+TS
+ts7_ok() {
+  npm install --prefix "$work/ts7" --no-audit --no-fund --no-save typescript@7 >/dev/null || return 1
+  "$work/ts7/node_modules/.bin/tsc" --version
+  as_user "$node20_bin" node "$work/ts7/node_modules/typescript/bin/tsc" --strict --noEmit --skipLibCheck false \
+    --module nodenext --moduleResolution nodenext --target es2022 types-every-entry.mts
+}
+check "every entry point's types compile under TypeScript 7, without Node's types" ts7_ok
+
 cli_ok() { # the bin, through npx, against the store the require step wrote
   local bin=$1 out
   out=$(as_user "$bin" npx --no-install idempotent-tools inspect --json) || return 1
@@ -234,4 +262,20 @@ mismatch_ok() {
     ! echo "$out" | grep -q "npm skipped it"
 }
 check "a platform package of another version is refused with a message that says so" mismatch_ok
+# Without zig and cargo-zigbuild (a contributor's machine), pack:local packs this machine's
+# release build, says what it loads on and what a portable pack needs, and builds nothing
+# (issue 37, item 3: it failed, and then built the core again). Its build is made to look like
+# one made without zig (the stamp says so); PATH and CARGO_HOME hide both tools.
+nozig_ok() {
+  local bin out status
+  bin=$(mktemp -d "$work/nozig-bin-XXXXXX")
+  for t in node npm npx cargo; do ln -s "$(command -v "$t")" "$bin/$t"; done
+  cp -a native "$work/native-before-nozig"
+  node -e "const f='native/.build-stamp.json', s=JSON.parse(require('fs').readFileSync(f)); s.glibc217=false; require('fs').writeFileSync(f, JSON.stringify(s))"
+  out=$(PATH="$bin:/usr/bin:/bin" CARGO_HOME=$(mktemp -d "$work/nozig-cargo-XXXXXX") node scripts/pack-local.js 2>&1); status=$?
+  rm -rf native && mv "$work/native-before-nozig" native
+  echo "$out" | tail -4
+  [ "$status" -eq 0 ] && echo "$out" | grep -q "links against this machine's glibc" && echo "$out" | grep -q "reusing the release build" && ! echo "$out" | grep -q "build-native:"
+}
+check "pack:local without zig packs this machine's build, says so, and builds nothing" nozig_ok
 finish

@@ -126,7 +126,9 @@ describe('a decision recorded without a turn', () => {
       return 'ok';
     }, { store, scope: 'chat-1' });
     await pkg.recordApproval(store, { scope: 'chat-1', toolCallId: 'call_0', toolName: 'charge', decision: 'reject' });
+    // After a greeting: a numbered id in a history that shows no earlier answer is refused (issue 36).
     const turn = (n: number) => [
+      { role: 'assistant', content: 'hello' },
       ...Array.from({ length: n }, () => ({ role: 'user', content: 'x' })),
     ];
     // Turn 1 (one message before the call): rejected, does not run.

@@ -74,7 +74,8 @@ describe('inspect filters', () => {
     const table = await cli('--db', db, 'inspect');
     expect(table.stdout.split('\n')[0]).toMatch(/^KEY\s+ID\s+NAME\s+STATUS\s+ATTEMPTS\s+AGE\s+TOOK\s+EXPIRES\s+SCOPE\s+PROJECT$/);
     const stuck = await cli('--db', db, 'inspect', '--key', 'stuck-1');
-    expect(stuck.stdout).toMatch(/lease until\s+\S+ \(alive, runs out in \d+m\)/);
+    expect(stuck.stdout).toMatch(/lease until\s+\S+ \(held for \d+m more: a running owner renews it before then; if its owner stopped, the next call after that takes it over\)/);
+    expect(stuck.stdout).not.toMatch(/alive/);
   });
 
   it('bad filter values are usage errors that say what to give', async () => {
@@ -161,6 +162,26 @@ describe('record-query on fixed clocks', () => {
     expect(query.matches(record({ meta: { scope: 'thread-7/tools:call_1' } }), q, now)).toBe(true);
     expect(query.matches(record({ meta: { scope: 'thread-77' } }), q, now)).toBe(false);
     expect(query.matches(record({ meta: null }), q, now)).toBe(false);
+  });
+});
+
+describe('plain inspect over more records than the call stack holds arguments (issue 40 item 4)', () => {
+  const format: typeof import('../dist/apps/cli/format.js') = require(join(ROOT, 'dist', 'apps', 'cli', 'format.js'));
+
+  it('the table of 300k rows is drawn, its columns as wide as the widest cell', () => {
+    // Above ~130k rows, spreading every row's width into one Math.max call threw
+    // "Maximum call stack size exceeded"; 300k is well past that on any V8 stack size.
+    const now = 1_000_000_000;
+    const rows = Array.from({ length: 300_000 }, (_, i): IdempotencyRecord => ({
+      key: `order-${i}`, name: 'refund', status: 'completed', result: null, error: null, attempts: 1,
+      createdAt: now, updatedAt: now, expiresAt: null, fingerprint: 'fp', leaseExpiresAt: null,
+      meta: null, durationMs: null,
+    }));
+    const lines = format.table(rows, now).split('\n');
+    expect(lines).toHaveLength(300_001);
+    // The KEY column is padded to the longest key ('order-299999'), on the first row as on the last.
+    expect(lines[1].startsWith(`${'order-0'.padEnd('order-299999'.length)}  -  `)).toBe(true);
+    expect(lines[300_000].startsWith('order-299999  -  ')).toBe(true);
   });
 });
 

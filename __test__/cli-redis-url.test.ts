@@ -36,4 +36,16 @@ describe('the CLI and Redis URLs', () => {
     });
     expect(overridden.stderr).toMatch(/no store file at \/nonexistent\/store\.db/);
   });
+
+  it('a malformed URL from the environment is named by its variable, in the CLI and in the library (issue 37, item 4)', async () => {
+    for (const [variable, url] of [['IDEMPOTENT_TOOLS_REDIS_URL', 'redis//no-colon'], ['IDEMPOTENT_TOOLS_POSTGRES_URL', 'mysql://x']]) {
+      const cli = await runNode(['dist/cli.js', 'inspect'], { env: { [variable]: url } });
+      expect(cli.code, cli.stderr).toBe(2);
+      expect(cli.stderr).toContain(`${variable} (in the environment): `);
+      expect(cli.stderr.split('\n')[0]).not.toMatch(/--redis|--postgres|RedisStore|PostgresStore/);
+      const library = await runNode(['-e', "require('./dist/index.js').idempotent(async function f() {})().catch((e) => { console.error(e.message); process.exitCode = 3; })"], { env: { [variable]: url } });
+      expect(library.code).toBe(3);
+      expect(library.stderr).toMatch(new RegExp(`${variable} \\(in the environment\\): .*fix or unset the variable`));
+    }
+  });
 });

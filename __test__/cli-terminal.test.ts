@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, lineFrom, runNode, tempDir } from './helpers';
+import { connect, logShows } from './mcp-helpers';
 
 const CLI = join(ROOT, 'dist', 'cli.js');
 
@@ -172,6 +173,159 @@ describe('the CLI escapes control characters in its text output (issue 21 item 3
       expect(stdout).toContain('folder\\x1b[2J');
     } finally {
       child.kill('SIGINT');
+    }
+  });
+});
+
+// Issue 36 finding 9: Unicode's bidirectional controls (U+202A-U+202E, U+2066-U+2069,
+// U+200E, U+200F, U+061C) and the other characters a terminal shows as nothing (zero-width
+// ones, soft hyphens, tags, spaces other than the space, line separators) are escaped too:
+// a key holding U+202E showed the operator a reordered key or status (Trojan Source), and
+// two keys that differ only by a zero-width space looked the same. They are written
+// `\u{202e}`; a key is shown in a form that `--key` takes back (the record's key, or the
+// key as shown), so what the operator sees can be pasted to find the same record.
+describe('the CLI escapes bidirectional controls and invisible characters (issue 36 finding 9)', () => {
+  /** Raw, any of them: bidi controls, zero-width characters, BOM, soft hyphen, NBSP, line separators, a tag. */
+  const RAW_INVISIBLE = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u200b-\u200d\u2060\ufeff\u00ad\u00a0\u2028\u2029]|\u{e0041}/u;
+  const KEYS = {
+    rlo: 'invoice-\u202egpj.exe',
+    zwsp: 'pay\u200bment-1',
+    plain: 'payment-1',
+    isolate: 'iso\u2066late\u2069d',
+    others: 'x\u00ad\ufeff\u00a0\u2028\u{e0041}\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u2067\u2068\u200c\u200d\u2060y',
+    // A key whose text is another key's escaped form, and that other key.
+    literal: 'lit\\u{200b}eral',
+    hidden: 'lit\u200beral',
+  };
+  const SHOWN = {
+    rlo: 'invoice-\\u{202e}gpj.exe',
+    zwsp: 'pay\\u{200b}ment-1',
+    plain: 'payment-1',
+    isolate: 'iso\\u{2066}late\\u{2069}d',
+    others: 'x\\u{ad}\\u{feff}\\u{a0}\\u{2028}\\u{e0041}\\u{200e}\\u{200f}\\u{61c}\\u{202a}\\u{202b}\\u{202c}\\u{202d}\\u{2067}\\u{2068}\\u{200c}\\u{200d}\\u{2060}y',
+    literal: 'lit\\\\u{200b}eral',
+    hidden: 'lit\\u{200b}eral',
+  };
+  let bidiDb: string;
+  const run = (...args: string[]) => runNode([CLI, '--db', bidiDb, ...args]);
+
+  beforeAll(async () => {
+    const folder = join(tempDir(), 'store\u202e');
+    mkdirSync(folder);
+    bidiDb = join(folder, 'bidi.db');
+    const store = new lib.SqliteStore({ path: bidiDb });
+    for (const [which, key] of Object.entries(KEYS)) {
+      const c = await store.acquire({ key, name: `charge\u202e${which}`, fingerprint: 'fp', leaseMs: 60_000, force: false, meta: { scope: `thread\u2067${which}` } });
+      if (!c.acquired) throw new Error('not acquired');
+      if (which === 'rlo') await store.fail({ key, token: c.token, error: { name: 'Error', message: 'declined\u202e ko: ok' } });
+      else await store.complete({ key, token: c.token, resultJson: which === 'isolate' ? JSON.stringify({ s: 'a\u2066b\u{e0041}' }) : '1' });
+    }
+    await store.close();
+  });
+
+  it('inspect: the table shows every key, name and scope with them escaped', async () => {
+    const r = await run('inspect');
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(RAW_INVISIBLE);
+    for (const [which, shown] of Object.entries(SHOWN)) {
+      expect(r.stdout).toContain(shown);
+      expect(r.stdout).toContain(`charge\\u{202e}${which}`);
+      expect(r.stdout).toContain(`thread\\u{2067}${which}`);
+    }
+  });
+
+  it('inspect --key: a key as shown finds its record, which it shows escaped, its error too', async () => {
+    for (const which of ['rlo', 'zwsp', 'plain', 'isolate', 'others', 'literal'] as const) {
+      const r = await run('inspect', '--key', SHOWN[which]);
+      expect({ which, code: r.code, stderr: r.stderr }).toEqual({ which, code: 0, stderr: '' });
+      expect(r.stdout).not.toMatch(RAW_INVISIBLE);
+      expect(r.stdout).toMatch(new RegExp(`^key +${SHOWN[which].replace(/[\\^$.*+?()[\]{}|]/g, '\\$&')}$`, 'm'));
+      const json = JSON.parse((await run('inspect', '--key', SHOWN[which], '--json')).stdout);
+      expect(json.key).toBe(KEYS[which]);
+    }
+    expect((await run('inspect', '--key', SHOWN.rlo)).stdout).toContain('Error: declined\\u{202e} ko: ok');
+    // A result is JSON: they are JSON escapes there (a character past U+FFFF as its two halves).
+    expect((await run('inspect', '--key', SHOWN.isolate)).stdout).toContain('"s": "a\\u2066b\\udb40\\udc41"');
+    // A start of a key as shown, cut inside an escape too.
+    expect(JSON.parse((await run('inspect', '--key', 'invoice-\\u{20', '--json')).stdout).key).toBe(KEYS.rlo);
+    // The key itself still finds it.
+    expect(JSON.parse((await run('inspect', '--key', KEYS.isolate, '--json')).stdout).key).toBe(KEYS.isolate);
+  });
+
+  it('inspect --key: a text that is one key and another key as shown is ambiguous, both listed apart', async () => {
+    const r = await run('inspect', '--key', SHOWN.hidden);
+    expect(r.code).toBe(1);
+    expect(r.stderr).not.toMatch(RAW_INVISIBLE);
+    expect(r.stderr).toMatch(/ambiguous/);
+    expect(r.stderr).toContain(`  ${SHOWN.hidden}  charge\\u{202e}hidden`);
+    expect(r.stderr).toContain(`  ${SHOWN.literal}  charge\\u{202e}literal`);
+  });
+
+  it('a missing key is named escaped; clear --key with a key as shown deletes that record', async () => {
+    const missing = await run('inspect', '--key', 'nope\u202e');
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).not.toMatch(RAW_INVISIBLE);
+    expect(missing.stderr).toContain('no record with key nope\\u{202e}');
+    expect(missing.stderr).toContain('store\\u{202e}');
+    const cleared = await run('clear', '--key', SHOWN.zwsp);
+    expect(cleared.code).toBe(0);
+    expect(cleared.stdout).toBe(`Deleted the record ${SHOWN.zwsp}.\n`);
+    const store = new lib.SqliteStore({ path: bidiDb });
+    try {
+      expect(await store.get(KEYS.zwsp)).toBeNull();
+      expect(await store.get(KEYS.plain)).not.toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('stats names the store escaped', async () => {
+    const r = await run('stats');
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(RAW_INVISIBLE);
+    expect(r.stdout).toContain('store\\u{202e}');
+  });
+
+  it('inspect --follow prints a settle with them escaped', async () => {
+    const path = join(tempDir(), 'follow-bidi.db');
+    const store = new lib.SqliteStore({ path });
+    await store.ready();
+    const child = spawn(process.execPath, [CLI, '--db', path, 'inspect', '--follow'], { cwd: ROOT });
+    try {
+      await new Promise<void>((done, fail) => {
+        let stderr = '';
+        child.stderr!.on('data', (d) => {
+          stderr += d;
+          if (/Following/.test(stderr)) done();
+        });
+        child.on('close', (code) => fail(new Error(`follower exited (${code}): ${stderr}`)));
+      });
+      const op = lib.idempotent(
+        async function op() {
+          throw new Error('status: \u202edeliaf');
+        },
+        { store, name: 'op\u2066', key: () => 'k\u200b1' },
+      );
+      await op().catch(() => {});
+      const line = await lineFrom(child, /failed/);
+      expect(line).not.toMatch(RAW_INVISIBLE);
+      expect(line).toContain('op\\u{2066}');
+      expect(line).toContain('Error: status: \\u{202e}deliaf');
+      expect(line).toContain('k\\u{200b}1');
+    } finally {
+      child.kill('SIGINT');
+      await store.close();
+    }
+  });
+
+  it("the MCP proxy's log escapes them in a tool's name", async () => {
+    const p = await connect({ flags: ['--db', join(tempDir(), 'mcp.db')], env: { COUNT_LOG: join(tempDir(), 'count.log') } });
+    try {
+      await p.client.callTool({ name: 'act\u202e', arguments: { id: 'x' } }).catch(() => {});
+      await logShows(p, /counting\/act\\u\{202e\}/);
+      expect(p.stderr()).not.toMatch(RAW_INVISIBLE);
+    } finally {
+      await p.close();
     }
   });
 });

@@ -158,7 +158,7 @@ describe('idempotent-tools CLI', () => {
     const after = JSON.parse((await cli('--db', path, 'inspect', '--key', 'stuck', '--json')).stdout);
     expect(after.status).toBe('pending');
     expect(after.leaseExpiresAt).toBeLessThanOrEqual(Date.now());
-    expect((await cli('--db', path, 'inspect', '--key', 'stuck')).stdout).toMatch(/lease until .*ran out \d+s ago \(the next call takes it over\)/);
+    expect((await cli('--db', path, 'inspect', '--key', 'stuck')).stdout).toMatch(/lease until .*ran out \d+s ago, its owner not heard from since \(the next call takes it over\)/);
     // Released again, without reconcile: failed.
     const failed = await cli('--db', path, 'release', '--key', 'stuck', '--no-reconcile');
     expect(failed.code).toBe(0);

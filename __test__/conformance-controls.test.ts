@@ -57,6 +57,11 @@ describe('the conformance suite fails flawed stores', () => {
     expect(bad).toEqual(['a pending record never expires: past ttlMs with its lease dead it is taken over, never claimed as new']);
   });
 
+  it('a turn of acquires sent as one batch and refused as a whole when one key cannot be kept: fails the refused-alone case (issue 36)', async () => {
+    const bad = failed(await runSuite({ refusesTurn: true }));
+    expect(bad).toEqual(['a call refused for its input fails alone: every other call of its turn runs once and returns its own result']);
+  });
+
   it('handles that neither persist nor share: fails the second-handle cases', async () => {
     const bad = failed(await runSuite({ unshared: true }));
     expect(bad).toContain('a second handle on the same data sees the records: a call made through one replays through the other');

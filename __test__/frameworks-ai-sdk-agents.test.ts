@@ -19,11 +19,24 @@ const usage = {
   outputTokens: { total: 1, text: 1, reasoning: 0 },
 };
 
-/** A model that answers every user turn with one call of `toolName`, id `call_0` (a provider that restarts ids every turn). */
-function fakeModel(toolName: string, input: object) {
+/** A provider's unique call id (OpenAI's shape), for tests that are not about ids. */
+const UNIQUE_ID = 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd';
+
+/**
+ * A chat's opening exchange: with ids a provider numbers, a call whose history shows no
+ * earlier answer cannot be told from a later request in the same words (issue 36), so the
+ * tests of numbered ids start their chats after a greeting.
+ */
+const GREETING: ModelMessage[] = [
+  { role: 'user', content: 'hi' },
+  { role: 'assistant', content: 'Hello, how can I help?' },
+];
+
+/** A model that answers every user turn with one call of `toolName`, id `call_0` (a provider that restarts ids every turn) unless another id is given. */
+function fakeModel(toolName: string, input: object, id = 'call_0') {
   const answer = (prompt: Array<{ role: string }>) =>
     prompt.at(-1)?.role === 'user'
-      ? [{ type: 'tool-call' as const, toolCallId: 'call_0', toolName, input: JSON.stringify(input) }]
+      ? [{ type: 'tool-call' as const, toolCallId: id, toolName, input: JSON.stringify(input) }]
       : [{ type: 'text' as const, text: 'done' }];
   return new MockLanguageModelV3({
     doGenerate: async ({ prompt }) => {
@@ -61,7 +74,7 @@ describe('idempotent-tools/ai-sdk in agents', () => {
       }),
     };
     const model = fakeModel('send_email', { to: 'bob', text: 'hi' });
-    const messages: ModelMessage[] = [];
+    const messages: ModelMessage[] = [...GREETING];
     for (let turn = 1; turn <= 7; turn++) {
       messages.push({ role: 'user', content: `turn ${turn}` });
       const before = [...messages];
@@ -88,7 +101,7 @@ describe('idempotent-tools/ai-sdk in agents', () => {
       }),
     };
     const model = fakeModel('send_email', { to: 'bob', text: 'hi' });
-    let history: ModelMessage[] = [];
+    let history: ModelMessage[] = [...GREETING];
     for (let turn = 1; turn <= 4; turn++) {
       const messages: ModelMessage[] = [...history, { role: 'user', content: 'email bob' }].slice(-6); // the chat keeps 6 messages
       // Steps until the model answers in text ('done'): every turn ends alike.
@@ -98,6 +111,97 @@ describe('idempotent-tools/ai-sdk in agents', () => {
       history = [...messages, ...r.response.messages];
     }
     expect(sent).toHaveLength(4);
+  });
+
+  it.each([
+    ['results that differ only in an "id"', (n: number) => ({ id: `pay_${n}`, status: 'paid' })],
+    ['identical results', (_n: number) => ({ status: 'paid' })],
+  ])('call_0 in steps 1 to 3 of one generation, same input (%s): three payments; the request retried replays all three (issue 36, finding 3)', async (_what, receipt) => {
+    const store = new SqliteStore({ path: tempDb() });
+    let paid = 0;
+    const tools = {
+      send_payment: tool({
+        inputSchema: z.object({ orderId: z.string(), cents: z.number() }),
+        execute: idempotentTool(async function sendPayment() {
+          return receipt(++paid);
+        }, { store, scope: 'chat-1' }),
+      }),
+    };
+    // A provider that restarts ids every step: call_0 three times, then text.
+    let steps = 0;
+    const model = new MockLanguageModelV3({
+      doGenerate: async ({ prompt }) => {
+        const calls = prompt.slice(prompt.findLastIndex((m) => m.role === 'user')).filter((m) => m.role === 'assistant').length;
+        steps++;
+        const content =
+          calls < 3
+            ? [{ type: 'tool-call' as const, toolCallId: 'call_0', toolName: 'send_payment', input: JSON.stringify({ orderId: 'o-1', cents: 500 }) }]
+            : [{ type: 'text' as const, text: 'paid three times' }];
+        return { content, finishReason: { unified: calls < 3 ? ('tool-calls' as const) : ('stop' as const), raw: undefined }, usage, warnings: [] };
+      },
+    });
+    const messages: ModelMessage[] = [...GREETING, { role: 'user', content: 'pay order o-1 three times, one payment per step' }];
+    const first = await generateText({ model, tools, messages, stopWhen: stepCountIs(5) });
+    expect(paid).toBe(3);
+    const retried = await generateText({ model, tools, messages, stopWhen: stepCountIs(5) });
+    expect(paid).toBe(3);
+    expect(toolResults(retried)).toEqual(toolResults(first));
+    expect(steps).toBe(8);
+  });
+
+  it('call_0 every turn, the same words and the same result, the history capped: a turn that repeats the last one word for word is refused, naming "key", never replayed (issue 36)', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    let sent = 0;
+    const tools = {
+      send_email: tool({
+        inputSchema: z.object({ to: z.string(), text: z.string() }),
+        execute: idempotentTool(async function sendEmail() {
+          sent++;
+          return 'sent';
+        }, { store, scope: 'chat-1' }),
+      }),
+    };
+    const model = fakeModel('send_email', { to: 'bob', text: 'hi' });
+    let history: ModelMessage[] = [...GREETING];
+    const outputs: unknown[] = [];
+    for (let turn = 1; turn <= 3; turn++) {
+      const messages: ModelMessage[] = [...history, { role: 'user', content: 'email bob' }].slice(-6);
+      const r = await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+      outputs.push(toolResults(r)[0].output);
+      history = [...messages, ...r.response.messages];
+    }
+    // Turns 1 and 2 differ (turn 2 starts at turn 1's call); turn 3 reads exactly as turn 2.
+    expect(sent).toBe(2);
+    expect(outputs.slice(0, 2)).toEqual([{ type: 'text', value: 'sent' }, { type: 'text', value: 'sent' }]);
+    expect(outputs[2]).toEqual({ type: 'error-text', value: expect.stringMatching(/word for word.*business key/s) });
+    // A business key tells them apart: each request is its own call.
+    const keyed = { send_email: tool({ inputSchema: z.object({ to: z.string(), text: z.string() }), execute: idempotentTool(async function sendEmailKeyed() { sent++; return 'sent'; }, { store, scope: 'chat-2', key: () => `email-${sent}` }) }) };
+    const r = await generateText({ model, tools: keyed, messages: [...history, { role: 'user', content: 'email bob' }].slice(-6), stopWhen: stepCountIs(3) });
+    expect(toolResults(r)[0].output).toEqual({ type: 'text', value: 'sent' });
+  });
+
+  it('ids a provider numbers, in a history that shows no earlier answer: refused on every request, naming "key"; a unique id or a business key runs once (issue 36)', async () => {
+    const store = new SqliteStore({ path: tempDb() });
+    let paid = 0;
+    const payTool = (options: Record<string, unknown>) => ({
+      pay: tool({ inputSchema: z.object({ orderId: z.string() }), execute: idempotentTool(async function pay() { return `paid #${++paid}`; }, { store, scope: 'chat-1', ...options }) }),
+    });
+    // An app that sends only the last message: every request reads the same.
+    const messages: ModelMessage[] = [{ role: 'user', content: 'pay order o-1' }];
+    for (let i = 0; i < 2; i++) {
+      const r = await generateText({ model: fakeModel('pay', { orderId: 'o-1' }), tools: payTool({}), messages });
+      expect(toolResults(r)[0].output).toEqual({ type: 'error-text', value: expect.stringMatching(/numbers.*no earlier answer.*business key/s) });
+    }
+    expect(paid).toBe(0);
+    const unique = await generateText({ model: fakeModel('pay', { orderId: 'o-1' }, UNIQUE_ID), tools: payTool({}), messages });
+    const keyed = payTool({ name: 'payKeyed', key: (input: { orderId: string }) => `order-${input.orderId}` });
+    const first = await generateText({ model: fakeModel('pay', { orderId: 'o-1' }), tools: keyed, messages });
+    const again = await generateText({ model: fakeModel('pay', { orderId: 'o-1' }), tools: keyed, messages });
+    expect([toolResults(unique)[0].output, toolResults(first)[0].output, toolResults(again)[0].output]).toEqual([
+      { type: 'text', value: 'paid #1' },
+      { type: 'text', value: 'paid #2' },
+      { type: 'text', value: 'paid #2' },
+    ]);
   });
 
   it('preliminary results (an async generator execute) run inside the record, once; the last value is the result', async () => {
@@ -113,7 +217,7 @@ describe('idempotent-tools/ai-sdk in agents', () => {
         }, { store, scope: 'chat-1' }),
       }),
     };
-    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const model = fakeModel('send_payment', { orderId: 'o-1' }, UNIQUE_ID);
     const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
     const a = await generateText({ model, tools, messages });
     const b = await generateText({ model, tools, messages }); // retried
@@ -138,7 +242,7 @@ describe('idempotent-tools/ai-sdk in agents', () => {
           }),
         }),
       };
-      const model = fakeModel('send_payment', { orderId: 'o-1' });
+      const model = fakeModel('send_payment', { orderId: 'o-1' }, UNIQUE_ID);
       const r = await generateText({ model, tools, messages: [{ role: 'user', content: 'pay' }] });
       await generateText({ model, tools, messages: [{ role: 'user', content: 'pay' }] });
       expect(runs).toBe(0);
@@ -208,7 +312,7 @@ describe('an aborted stream, retried, with a tool that forwards abortSignal', ()
         }),
       }),
     };
-    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const model = fakeModel('send_payment', { orderId: 'o-1' }, UNIQUE_ID);
     const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
 
     const controller = new AbortController();
@@ -248,8 +352,8 @@ describe('record metadata', () => {
         execute: idempotentTool(async function sendPayment() { return 'ok'; }, { store: noting, scope: 'chat-9' }),
       }),
     };
-    await generateText({ model: fakeModel('send_payment', { orderId: 'o-1' }), tools, messages: [{ role: 'user', content: 'pay' }] });
-    expect(metas).toEqual([expect.objectContaining({ framework: 'ai-sdk', toolCallId: 'call_0', scope: 'chat-9' })]);
+    await generateText({ model: fakeModel('send_payment', { orderId: 'o-1' }, UNIQUE_ID), tools, messages: [{ role: 'user', content: 'pay' }] });
+    expect(metas).toEqual([expect.objectContaining({ framework: 'ai-sdk', toolCallId: UNIQUE_ID, scope: 'chat-9' })]);
   });
 });
 
@@ -278,7 +382,7 @@ describe('a run whose claim was taken over while it ran', () => {
         }, { store, scope: 'chat-1', onDuplicate }),
       }),
     });
-    const model = fakeModel('send_payment', { orderId: 'o-1' });
+    const model = fakeModel('send_payment', { orderId: 'o-1' }, UNIQUE_ID);
     const messages: ModelMessage[] = [{ role: 'user', content: 'pay' }];
     const first = generateText({ model, tools: toolsFor('block'), messages });
     await firstArrived;

@@ -21,13 +21,14 @@ const usage = {
 };
 
 /** After n tool results in the prompt, calls `calls[n]` (each its own id), then answers with text. */
+/** Calls in order, one a step, under ids a provider makes unique. */
 function scriptedModel(calls: Array<{ toolName: string; input: object }>) {
   return new MockLanguageModelV3({
     doGenerate: async ({ prompt }) => {
       const n = prompt.filter((m) => m.role === 'tool').length;
       const next = calls[n];
       const content = next
-        ? [{ type: 'tool-call' as const, toolCallId: `call_${n}`, toolName: next.toolName, input: JSON.stringify(next.input) }]
+        ? [{ type: 'tool-call' as const, toolCallId: `call_${n}Qx7Vb2kLm9PzR4tN8sWc1eY`, toolName: next.toolName, input: JSON.stringify(next.input) }]
         : [{ type: 'text' as const, text: 'done' }];
       return { content, finishReason: { unified: next ? ('tool-calls' as const) : ('stop' as const), raw: undefined }, usage, warnings: [] };
     },

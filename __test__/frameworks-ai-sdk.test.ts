@@ -136,6 +136,10 @@ describe('idempotent-tools/ai-sdk, end to end', () => {
   it('called by hand without a toolCallId: a clear TypeError', async () => {
     const wrapped = idempotentTool(async function pay(input: { n: number }) { return input.n; }, { scope: 'chat', store: new SqliteStore({ path: tempDb() }) });
     await expect(wrapped({ n: 1 }, undefined as never)).rejects.toThrow(/without a toolCallId.*generateText/s);
-    await expect(wrapped({ n: 1 }, { toolCallId: 'c1' })).resolves.toBe(1);
+    // Without messages nothing tells the call's turn (ids restart at call_0): refused, naming "key".
+    await expect(wrapped({ n: 1 }, { toolCallId: 'c1' })).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'key', message: expect.stringMatching(/without options\.messages.*"?key"?/s) });
+    await expect(wrapped({ n: 1 }, { toolCallId: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd', messages: [{ role: 'user', content: 'pay 1' }] })).resolves.toBe(1);
+    const keyed = idempotentTool(async function payKeyed(input: { n: number }) { return input.n; }, { scope: 'chat', key: (input) => `n-${input.n}`, store: new SqliteStore({ path: tempDb() }) });
+    await expect(keyed({ n: 2 }, { toolCallId: 'c1' })).resolves.toBe(2);
   });
 });

@@ -90,8 +90,8 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
     const store = new lib.SqliteStore({ path: tempDb() });
     const { charges, sendPayment } = payments();
     const server = createSdkMcpServer({ name: 'pay', version: '1.0.0', tools: claude.idempotentTools([sendPayment], { store }) });
-    // Each query: the model calls toolu_01 (on resume: the re-sent assistant message), then answers.
-    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [done], [pay('toolu_01')], [done], [pay('toolu_01')], [done]]));
+    // Each query: the model calls toolu_01A09q90qw90lq917835lq9 (on resume: the re-sent assistant message), then answers.
+    api = await fakeMessagesApi(scripted([[pay('toolu_01A09q90qw90lq917835lq9')], [done], [pay('toolu_01A09q90qw90lq917835lq9')], [done], [pay('toolu_01A09q90qw90lq917835lq9')], [done]]));
     const options = { mcpServers: { pay: server }, allowedTools: [TOOL] };
     const first = await run('Pay order o-42', options);
     expect(first.result).toBe('Paid.');
@@ -111,9 +111,24 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
     await store.close();
   });
 
+  it('numbered tool_use ids that restart in every response, with a conversation scope: never the first charge handed to the second turn (the identity harness found it; issue 36)', async () => {
+    const store = new lib.SqliteStore({ path: tempDb() });
+    const { charges, sendPayment } = payments();
+    // Two turns of one conversation, each paying o-42 under toolu_01 (a gateway that counts).
+    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [done], [pay('toolu_01')], [done]]));
+    const options = () => ({ mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools: claude.idempotentTools([sendPayment], { store, scope: 'conversation-7' }) }) }, allowedTools: [TOOL] });
+    const first = await run('Pay order o-42', options());
+    const second = await run('Pay order o-42 again', { ...options(), resume: first.sessionId });
+    // Before: one charge, and the second turn was told "charge 1". Now both are refused, naming "key".
+    expect(charges).toEqual([]);
+    expect(JSON.stringify([first.told, second.told])).not.toMatch(/charge 1/);
+    expect(JSON.stringify(second.told)).toMatch(/business key/);
+    await store.close();
+  });
+
   it('without the package, the same resumed session charges twice (the trap is real)', async () => {
     const { charges, sendPayment } = payments();
-    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [done], [pay('toolu_01')], [done]]));
+    api = await fakeMessagesApi(scripted([[pay('toolu_01A09q90qw90lq917835lq9')], [done], [pay('toolu_01A09q90qw90lq917835lq9')], [done]]));
     const options = () => ({ mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools: [sendPayment] }) }, allowedTools: [TOOL] });
     const first = await run('Pay order o-42', options());
     await run('Go on', { ...options(), resume: first.sessionId });
@@ -125,7 +140,7 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
     const { charges, sendPayment } = payments();
     const tools = claude.idempotentTools([sendPayment], { store, scope: 'conversation-7', tools: { send_payment: { key: (input: { orderId: string }) => `order-${input.orderId}` } } });
     const server = createSdkMcpServer({ name: 'pay', version: '1.0.0', tools });
-    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [pay('toolu_02')], [pay('toolu_03', { orderId: 'o-42', cents: 5 })]]));
+    api = await fakeMessagesApi(scripted([[pay('toolu_01A09q90qw90lq917835lq9')], [pay('toolu_02A09q90qw90lq917835lq9')], [pay('toolu_03A09q90qw90lq917835lq9', { orderId: 'o-42', cents: 5 })]]));
     const r = await run('Pay order o-42', { mcpServers: { pay: server }, allowedTools: [TOOL] });
     expect(r.result).toBe('Paid.');
     expect(charges).toEqual([{ orderId: 'o-42', cents: 1999 }]);
@@ -150,11 +165,11 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
       throw new Error('card processor unavailable');
     });
     // Without the package, first: what the model is told about a throw.
-    api = await fakeMessagesApi(scripted([[pay('toolu_01')]]));
+    api = await fakeMessagesApi(scripted([[pay('toolu_01A09q90qw90lq917835lq9')]]));
     await run('Pay', { mcpServers: { pay: createSdkMcpServer({ name: 'pay', tools: [plain] }) }, allowedTools: [TOOL] });
     const unguarded = toolResults(api.requests[1])[0];
     await api.close();
-    api = await fakeMessagesApi(scripted([[pay('toolu_01')], [done], [pay('toolu_01')]]));
+    api = await fakeMessagesApi(scripted([[pay('toolu_01A09q90qw90lq917835lq9')], [done], [pay('toolu_01A09q90qw90lq917835lq9')]]));
     const options = { mcpServers: { pay: createSdkMcpServer({ name: 'pay', tools: claude.idempotentTools([flaky], { store }) }) }, allowedTools: [TOOL] };
     const first = await run('Pay', options);
     expect(toolResults(api.requests[1])[0]).toEqual(unguarded);
@@ -176,10 +191,10 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
       if (e.type === 'in-flight') waiting();
     };
     const tools = claude.idempotentTools([sendPayment], { store, onEvent });
-    // Each prompt gets a call of toolu_01 (on resume: the re-sent assistant message); anything after it, the answer.
+    // Each prompt gets a call of toolu_01A09q90qw90lq917835lq9 (on resume: the re-sent assistant message); anything after it, the answer.
     api = await fakeMessagesApi((r) => {
       const last = r.messages.at(-1);
-      return toolResults(r).length === 0 && /Pay order o-42|Go on/.test(JSON.stringify(last?.content)) ? [pay('toolu_01')] : [done];
+      return toolResults(r).length === 0 && /Pay order o-42|Go on/.test(JSON.stringify(last?.content)) ? [pay('toolu_01A09q90qw90lq917835lq9')] : [done];
     });
     // One server per worker (an McpServer serves one connection at a time).
     const options = () => ({ mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools }) }, allowedTools: [TOOL] });
@@ -217,11 +232,11 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
       const guarded = claude.idempotentCanUseTool(human, { store });
       let runtimeAsked = 0;
       const canUseTool: typeof guarded = (...a) => ((runtimeAsked += 1), guarded(...a));
-      api = await fakeMessagesApi(scripted([[pay('toolu_07')], [done], [pay('toolu_07')], [done]]));
+      api = await fakeMessagesApi(scripted([[pay('toolu_07A09q90qw90lq917835lq9')], [done], [pay('toolu_07A09q90qw90lq917835lq9')], [done]]));
       const options = { mcpServers: { pay: server }, canUseTool };
       const first = await run('Pay order o-42', options);
       // Submitted twice at once, as two workers would ask: one answer.
-      const twice = await Promise.all([1, 2].map(() => canUseTool(TOOL, { orderId: 'o-42', cents: 1999 }, { signal: new AbortController().signal, toolUseID: 'toolu_07' })));
+      const twice = await Promise.all([1, 2].map(() => canUseTool(TOOL, { orderId: 'o-42', cents: 1999 }, { signal: new AbortController().signal, toolUseID: 'toolu_07A09q90qw90lq917835lq9' })));
       expect(twice[0]).toEqual(twice[1]);
       const resumed = await run('Go on', { ...options, resume: first.sessionId });
       // The runtime asked again for the re-sent call; the human was asked once.
@@ -247,13 +262,53 @@ describe('idempotent-tools/claude-agent-sdk with the real runtime', () => {
       { db: join(dir, 'proxy.db') },
     );
     expect((mcpServers.counting as { args: string[] }).args).toContain('--tool-call-id');
-    api = await fakeMessagesApi(scripted([[act('toolu_01')], [done], [act('toolu_01')], [act('toolu_02')], [done]]));
+    api = await fakeMessagesApi(scripted([[act('toolu_01A09q90qw90lq917835lq9')], [done], [act('toolu_01A09q90qw90lq917835lq9')], [act('toolu_02A09q90qw90lq917835lq9')], [done]]));
     const options = { mcpServers, allowedTools: ['mcp__counting__act'] };
     const first = await run('Act', options);
     expect(count(log, 'start', 'a')).toBe(1);
     const resumed = await run('Go on', { ...options, resume: first.sessionId });
-    // toolu_01 re-sent: replayed; toolu_02, the same arguments under a new id: a call of its own.
+    // toolu_01A09q90qw90lq917835lq9 re-sent: replayed; toolu_02A09q90qw90lq917835lq9, the same arguments under a new id: a call of its own.
     expect(count(log, 'start', 'a')).toBe(2);
     expect(resumed.told[0]).toEqual(first.told[0]);
+  });
+});
+
+describe('idempotent-tools/claude-agent-sdk: who and which call, without a "scope" (issue 36)', () => {
+  const handlerOf = (options: Parameters<typeof claude.idempotentTools>[1] = {}) => {
+    const charges: string[] = [];
+    const t = tool('send_payment', 'Charge', { orderId: z.string() }, async ({ orderId }) => {
+      charges.push(orderId);
+      return { content: [{ type: 'text' as const, text: `charged ${orderId}` }] };
+    });
+    const [guarded] = claude.idempotentTools([t], { store: new lib.SqliteStore({ path: tempDb() }), ...options });
+    const call = (id: string, orderId = 'o-1') => guarded.handler({ orderId }, { _meta: { 'claudecode/toolUseId': id } } as never);
+    return { call, charges };
+  };
+
+  it("Anthropic's unique ids need no scope; a short random id needs one; a numbered id (a gateway that counts, restarting in every response) is refused even with one, naming \"key\"", async () => {
+    const { call, charges } = handlerOf();
+    await call('toolu_01A09q90qw90lq917835lq9');
+    await call('toolu_01A09q90qw90lq917835lq9');
+    expect(charges).toEqual(['o-1']);
+    await expect(call('D681PevKs')).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'scope', message: expect.stringMatching(/not one a provider makes unique/) });
+    await expect(call('toolu_01')).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'key', message: expect.stringMatching(/restarts in every response/) });
+    const scoped = handlerOf({ scope: 'conversation-7' });
+    await expect(scoped.call('toolu_01')).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'key' });
+    await scoped.call('D681PevKs');
+    const keyed = handlerOf({ scope: 'conversation-7', tools: { send_payment: { key: (input: { orderId: string }) => `order-${input.orderId}` } } });
+    await keyed.call('toolu_01');
+    await keyed.call('toolu_01');
+    expect([charges, scoped.charges, keyed.charges]).toEqual([['o-1'], ['o-1'], ['o-1']]);
+  });
+
+  it('a business key without a scope is refused (it would hold across every conversation and tenant); with one, it holds within it', async () => {
+    const keyed = { send_payment: { key: (input: { orderId: string }) => `order-${input.orderId}` } };
+    const unscoped = handlerOf({ tools: keyed });
+    await expect(unscoped.call('toolu_01A09q90qw90lq917835lq9')).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'scope', message: expect.stringMatching(/business key but no "scope"/) });
+    expect(unscoped.charges).toEqual([]);
+    const scoped = handlerOf({ tools: keyed, scope: 'tenant-a' });
+    await scoped.call('toolu_01A09q90qw90lq917835lq9');
+    await scoped.call('toolu_02A09q90qw90lq917835lq9');
+    expect(scoped.charges).toEqual(['o-1']);
   });
 });

@@ -238,8 +238,11 @@ describe('idempotent-tools/langgraph, end to end', () => {
     // With a scope, a tool call outside a graph works (e.g. a plain LangChain agent without a checkpointer).
     const scoped = tool(idempotentTool(async function ping(input: { n: number }) { return input.n; }, { store: s.store, scope: 'run-1' }),
       { name: 'ping', description: 'ping', schema: z.object({ n: z.number() }) });
-    const msg = await scoped.invoke({ id: 'c1', name: 'ping', args: { n: 3 }, type: 'tool_call' });
+    const msg = await scoped.invoke({ id: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd', name: 'ping', args: { n: 3 }, type: 'tool_call' });
     expect(msg.content).toBe('3');
+    // Outside a graph no AI message tells a call's turn: an id that a provider numbers (c1,
+    // call_0) could be a later turn's call: refused, naming "key" (issue 36).
+    await expect(scoped.invoke({ id: 'c1', name: 'ping', args: { n: 3 }, type: 'tool_call' })).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'key' });
   });
 
   it('annotate tells the agent a result was replayed', async () => {
@@ -252,12 +255,12 @@ describe('idempotent-tools/langgraph, end to end', () => {
         return o.replayed ? { ...result, replayed: true } : result;
       },
     });
-    const config = { configurable: { thread_id: 't', checkpoint_ns: 'tools:1b4e' }, toolCall: { id: 'c9' } };
+    const config = { configurable: { thread_id: 't', checkpoint_ns: 'tools:1b4e' }, toolCall: { id: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd' } };
     expect(await fn({ n: 1 }, config)).toEqual({ charged: 1 });
     expect(await fn({ n: 1 }, { ...config, configurable: { ...config.configurable, checkpoint_ns: 'tools:77aa' } })).toEqual({ charged: 1, replayed: true });
     expect(outcomes).toEqual([
-      { replayed: false, toolCallId: 'c9', framework: 'langgraph' },
-      { replayed: true, toolCallId: 'c9', framework: 'langgraph' },
+      { replayed: false, toolCallId: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd', framework: 'langgraph' },
+      { replayed: true, toolCallId: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd', framework: 'langgraph' },
     ]);
   });
 });
@@ -267,9 +270,15 @@ describe('context helpers', () => {
     configurable: { thread_id: 'th', checkpoint_ns: 'agent:6f1d-aa|tools:0c3e-bb' },
     metadata: { langgraph_step: 4 },
     toolCall: { id: 'call_1', name: 'x', args: {} },
+    state: { messages: [{ id: 'ai-3', tool_calls: [{ id: 'call_1', name: 'x', args: {} }] }] },
   };
-  it('toolCallContext strips task ids from the namespace', () => {
-    expect(toolCallContext(config)).toEqual({ thread_id: 'th', checkpoint_ns: 'agent|tools', tool_call_id: 'call_1' });
+  it('toolCallContext strips task ids from the namespace, and names the AI message that made the call', () => {
+    expect(toolCallContext(config)).toEqual({ thread_id: 'th', checkpoint_ns: 'agent|tools', tool_call_id: 'call_1', message_id: 'ai-3' });
+    // A numbered id with no AI message to tell its turn is refused, naming "key" (issue 36); a provider's unique id needs none.
+    const { state: _state, ...withoutState } = config;
+    expect(() => toolCallContext(withoutState)).toThrow(expect.objectContaining({ code: 'CANNOT_TELL', option: 'key' }));
+    const unique = { ...withoutState, toolCall: { id: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd', name: 'x', args: {} } };
+    expect(toolCallContext(unique)).toEqual({ thread_id: 'th', checkpoint_ns: 'agent|tools', tool_call_id: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd' });
     expect(stripTaskIds('tools:abc')).toBe('tools');
     expect(stripTaskIds('')).toBe('');
   });
@@ -281,7 +290,7 @@ describe('context helpers', () => {
   it('missing pieces are TypeErrors that say what to do', () => {
     expect(() => toolCallContext(undefined as never)).toThrow(TypeError);
     expect(() => toolCallContext(undefined as never)).toThrow(/RunnableConfig.*outside a graph/);
-    expect(() => toolCallContext({ toolCall: { id: 'c' } })).toThrow(/thread_id/);
+    expect(() => toolCallContext({ toolCall: { id: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd' } })).toThrow(/thread_id/);
     expect(() => toolCallContext({ configurable: { thread_id: 't' } })).toThrow(/tool call id/);
   });
   it('plugs into idempotent() as a context', async () => {

@@ -29,6 +29,7 @@ function setup(options: Partial<Parameters<typeof idempotentTool>[1]> = {}) {
 
 const agentContext = (over: Record<string, unknown> = {}) => ({
   mastra: { some: 'instance' },
+  runId: 'run-1',
   abortSignal: new AbortController().signal,
   agent: { agentId: 'payer', toolCallId: 'call_0', threadId: 'thread-1', resourceId: 'user-1', messages: [], suspend: async () => {}, ...over },
 });
@@ -70,7 +71,7 @@ describe('idempotent-tools/mastra (context shape of @mastra/core 1.x; not end to
 
   it('a scope option replaces the thread (agents without memory)', async () => {
     const { execute, payments } = setup({ scope: (_input, ctx) => (ctx.requestContext as { get(k: string): string }).get('conversationId') });
-    const ctx = { agent: { toolCallId: 'call_0' }, requestContext: new Map([['conversationId', 'conv-9']]) };
+    const ctx = { runId: 'run-9', agent: { toolCallId: 'call_0', messages: [] }, requestContext: new Map([['conversationId', 'conv-9']]) };
     await execute({ orderId: 'o-1', cents: 1 }, ctx as never);
     await execute({ orderId: 'o-1', cents: 1 }, ctx as never);
     expect(payments).toHaveLength(1);
@@ -118,6 +119,23 @@ describe('idempotentTools() over a Mastra tools record (context shape; the runni
     expect(b).toEqual(a);
     expect(payments).toHaveLength(1);
     await expect(tools.sendPayment.execute!({ orderId: 'o-1', extra: 1 }, agentContext({ toolCallId: 'call_3' }))).rejects.toThrow(/tool "sendPayment".*business key "o-1"/);
+  });
+
+  it('a requireApproval function is asked as Mastra asks it: the request context as a plain object (the approved call runs, its approval recorded)', async () => {
+    // Mastra 1.71 calls it with (input, { args, requestContext: Object.fromEntries(requestContext.entries()), workspace });
+    // the tool's execute gets the RequestContext itself (get/set/entries: a Map stands in for it here).
+    const payments: unknown[] = [];
+    const events: string[] = [];
+    const asked: unknown[] = [];
+    const pay = Object.assign(new Tool('pay', async (input: { cents: number }) => (payments.push(input), 'paid')), {
+      requireApproval: (_input: unknown, ctx: { requestContext: { user: { role: string } } }) => (asked.push(ctx), ctx.requestContext.user.role !== 'admin'),
+    });
+    const tools = idempotentTools({ pay }, { store: new SqliteStore({ path: tempDb() }), scope: 'conv-1', onEvent: (e) => events.push(e.type) });
+    const requestContext = new Map<string, unknown>([['user', { role: 'clerk' }]]);
+    await expect(tools.pay.execute!({ cents: 1 }, { ...agentContext(), requestContext })).resolves.toBe('paid');
+    expect(payments).toHaveLength(1);
+    expect(asked).toEqual([{ args: { cents: 1 }, requestContext: { user: { role: 'clerk' } } }]);
+    expect(events).toEqual(['approved', 'executed']);
   });
 
   it('a missing memory thread names the tool and the "scope" option', async () => {

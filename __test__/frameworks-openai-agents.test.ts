@@ -120,6 +120,8 @@ describe('idempotent-tools/openai-agents, end to end', () => {
   it('called by hand without details.toolCall.callId: a clear TypeError', async () => {
     const wrapped = idempotentTool(async function pay(input: { n: number }) { return input.n; }, { scope: 'conv', store: new SqliteStore({ path: tempDb() }) });
     await expect(wrapped({ n: 1 }, { context: {} })).rejects.toThrow(/without details\.toolCall\.callId.*Runner/s);
-    await expect(wrapped({ n: 1 }, { context: {} }, { toolCall: { callId: 'c' } })).resolves.toBe(1);
+    // A call id alone (no item id, no turn minted): providers restart ids, so it is refused, naming "key".
+    await expect(wrapped({ n: 1 }, { context: {} }, { toolCall: { callId: 'c' } })).rejects.toMatchObject({ code: 'CANNOT_TELL', option: 'key' });
+    await expect(wrapped({ n: 1 }, { context: {} }, { toolCall: { callId: 'c', id: 'fc_1' } })).resolves.toBe(1);
   });
 });

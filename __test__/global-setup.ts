@@ -66,9 +66,20 @@ async function ensureDatabase(client: Client, url: string): Promise<void> {
   }
 }
 
+/**
+ * A second SQLite client that is not ours: the tests that hold the file's lock from another
+ * program, or write a file as an older version did, use python3's sqlite3 module.
+ */
+function checkPython(): void {
+  if (spawnSync('python3', ['-c', 'import sqlite3']).status !== 0) {
+    missing('python3 with its sqlite3 module (a second SQLite client for the locking tests)', 'Install it: apt-get install python3 (Debian, Ubuntu); macOS has it with the Xcode command line tools.');
+  }
+}
+
 export default async function setup(): Promise<() => Promise<void>> {
   checkRedis();
   checkPgBinaries();
+  checkPython();
   const given = process.env.IDEMPOTENT_TOOLS_TEST_PG;
   const url = given ?? DEFAULT_PG;
   let client = await admin(url);

@@ -123,7 +123,7 @@ describe('the size limits through a framework helper', () => {
       },
       { store, scope: 'chat-1', maxResultBytes: 64 },
     );
-    const options = { toolCallId: 'call_1', messages: [] } as unknown as Parameters<typeof execute>[1];
+    const options = { toolCallId: 'call_Qx7Vb2kLm9PzR4tN8sWc1eYd', messages: [] } as unknown as Parameters<typeof execute>[1];
     await expect(execute({ n: 100 }, options)).rejects.toThrow(/cannot be stored.*maxResultBytes/s);
     await expect(execute({ n: 100 }, options)).rejects.toThrow(/cannot be stored/);
     expect(runs).toBe(1);

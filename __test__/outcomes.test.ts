@@ -143,6 +143,7 @@ describe('settles that fail for a moment are retried', () => {
     ].join('\n')], { stdio: ['pipe', 'pipe', 'inherit'] });
     const exited = new Promise((r) => locker.on('exit', r));
     const events: string[] = [];
+    let retryingUntil: number | undefined;
     let runs = 0;
     const pay = idempotent(async function pay(order: string) {
       runs++;
@@ -153,12 +154,17 @@ describe('settles that fail for a moment are retried', () => {
       leaseMs: 60_000,
       onEvent: (e) => {
         events.push(e.type);
+        if (e.type === 'settle-retrying') retryingUntil = e.retryingUntil;
         if (e.type === 'store-error') locker.stdin!.end(); // the lock goes away after the first failed attempt
       },
     });
+    const started = Date.now();
     expect(await pay('o-1')).toEqual({ order: 'o-1', id: 'p_1' });
     await exited;
     expect(events).toContain('store-error');
+    // What the call waits for, and until when, said once (issue 37, item 4).
+    expect(events.filter((t) => t === 'settle-retrying')).toHaveLength(1);
+    expect(retryingUntil).toBeGreaterThan(started + 50_000);
     expect(events.at(-1)).toBe('executed');
     expect((await store.get(pay.keyFor('o-1')))?.status).toBe('completed');
     expect(await pay('o-1')).toEqual({ order: 'o-1', id: 'p_1' });

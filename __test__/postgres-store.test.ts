@@ -1,12 +1,17 @@
 // PostgresStore's own promises, beyond the conformance suite: options, the record's
 // metadata, exact text, bad input, expiry and prune.
 
+import { createRequire } from 'node:module';
+import { Client } from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import { join } from 'node:path';
 
-import { ROOT, lib } from './helpers';
+import { ROOT, lib, runNode } from './helpers';
 import { PG_URL, dropTables, sql, uniqueTable } from './postgres-server';
+
+const require = createRequire(import.meta.url);
 
 afterAll(() => dropTables());
 
@@ -182,6 +187,186 @@ describe('PostgresStore batches', () => {
     } finally {
       Object.assign(proto, originals);
       await store.close();
+    }
+  });
+});
+
+/**
+ * A TCP proxy in front of the shared server that counts the bytes the server sends: what
+ * a client read, whatever it then kept.
+ */
+async function countingProxy(): Promise<{ url: string; received: () => number; close: () => Promise<void> }> {
+  const target = new URL(PG_URL);
+  let received = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => {});
+    }
+    upstream.on('data', (d: Buffer) => { received += d.length; });
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const url = new URL(PG_URL);
+  url.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    received: () => received,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((done) => server.close(() => done()));
+    },
+  };
+}
+
+describe('PostgresStore listing reads what it shows (issue 40 item 3)', () => {
+  const CLI = join(ROOT, 'dist', 'cli.js');
+  const ROWS = 2000;
+  const RESULT_BYTES = 1920; // each row's result: ~3.8 MB in all
+
+  it('inspect --limit 20 and stats read a bounded number of rows and no results', async () => {
+    const table = uniqueTable();
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
+    await store.migrate();
+    await store.close();
+    await sql(`INSERT INTO "${table}" (key, name, fingerprint, status, result, attempts, created_at, updated_at)
+      SELECT 'k-' || i, 'charge', 'fp', 'completed', '"' || repeat(md5(i::text), 60) || '"', 1, i, i FROM generate_series(1, ${ROWS}) AS i`);
+    const proxy = await countingProxy();
+    try {
+      const before = proxy.received();
+      const listed = await runNode([CLI, '--postgres', proxy.url, '--table', table, 'inspect', '--limit', '20']);
+      const listing = proxy.received() - before;
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(listed.stdout.trim().split('\n')).toHaveLength(21); // header and the 20 newest
+      expect(listed.stdout).toContain(`k-${ROWS}`);
+      expect(listed.stderr).toMatch(new RegExp(`20 of ${ROWS} matching records shown`));
+      const counted = proxy.received();
+      const stats = await runNode([CLI, '--postgres', proxy.url, '--table', table, 'stats']);
+      const statsRead = proxy.received() - counted;
+      expect(stats.stdout).toMatch(new RegExp(`^completed\\s+${ROWS}$`, 'm'));
+      // Before: every row with its result crossed (over ROWS * RESULT_BYTES each time). Now
+      // 20 rows and some counts, with the connections' own setup: far under one tenth of it.
+      expect(listing).toBeLessThan((ROWS * RESULT_BYTES) / 10);
+      expect(statsRead).toBeLessThan((ROWS * RESULT_BYTES) / 10);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe('PostgresStore.prune() costs in proportion to the rows it deletes (issue 40 item 2)', () => {
+  const { postgresSql } = require(join(ROOT, 'dist', 'core', 'native.js')) as typeof import('../dist/core/native.js');
+  type Plan = { 'Index Name'?: string; 'Shared Hit Blocks': number; 'Shared Read Blocks': number; Plans?: Plan[] };
+
+  /** The buffers the scan of the expiry index touched, in a plan (its index pages and the heap pages it fetched). */
+  function expiryScanBuffers(plan: Plan, index: string): number {
+    if (plan['Index Name'] === index) return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+    return (plan.Plans ?? []).reduce((sum, p) => sum + expiryScanBuffers(p, index), 0);
+  }
+
+  /**
+   * `rows` expired rows (distinct expiries, as calls settled one after another leave them)
+   * pruned by the store's statement, walked as the store walks it (src/postgres/mod.rs
+   * `prune`), prepared as the store prepares it; before each batch, the batch measured by
+   * EXPLAIN (ANALYZE, BUFFERS) in a transaction rolled back. The expiry index's buffers, summed.
+   */
+  async function pruneBuffers(rows: number): Promise<number> {
+    const table = uniqueTable();
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
+    await store.migrate();
+    await store.close();
+    await sql(`INSERT INTO "${table}" (key, name, fingerprint, status, result, attempts, created_at, updated_at, expires_at)
+      SELECT 'k-' || i, 'charge', 'fp', 'completed', '1', 1, i, i, i FROM generate_series(1, ${rows}) AS i`);
+    const client = new Client({ connectionString: PG_URL });
+    await client.connect();
+    try {
+      await client.query(`PREPARE prune(bigint, bigint) AS ${postgresSql(table).prune}`);
+      let buffers = 0;
+      let from = '-9223372036854775808';
+      let deleted = 0;
+      for (;;) {
+        await client.query('BEGIN');
+        const [explained] = (await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE prune(1000, ${from})`)).rows[0]['QUERY PLAN'] as Array<{ Plan: Plan }>;
+        await client.query('ROLLBACK');
+        buffers += expiryScanBuffers(explained.Plan, `${table}_expires_at_idx`);
+        const gone = await client.query(`EXECUTE prune(1000, ${from})`);
+        deleted += gone.rowCount ?? 0;
+        if ((gone.rowCount ?? 0) < 1000) break;
+        from = String(gone.rows.reduce((max, r) => Math.max(max, Number(r.expires_at)), -Infinity));
+      }
+      expect(deleted).toBe(rows);
+      return buffers;
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('four times the expired rows cost about four times the buffers, not sixteen', async () => {
+    const small = await pruneBuffers(10_000);
+    const large = await pruneBuffers(40_000);
+    // Before, every batch read the whole expiry index (a bitmap scan of every expired
+    // entry, deleted ones included, then LIMIT): 28 buffers a batch at 10k rows, 111 at
+    // 40k, 549 at 200k, so the whole prune grew with the square of the rows (ratio ~15 here).
+    expect(large).toBeLessThan(small * 8);
+  });
+
+  it('the store\'s prune() walks to the end, past rows of the same expiry', async () => {
+    const table = uniqueTable();
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
+    await store.migrate();
+    // 5 batches and a bit; expiries repeat (up to 4 rows each), so batches end inside a group.
+    await sql(`INSERT INTO "${table}" (key, name, fingerprint, status, result, attempts, created_at, updated_at, expires_at)
+      SELECT 'k-' || i, 'charge', 'fp', 'completed', '1', 1, i, i, 1 + i % 1500 FROM generate_series(1, 5000) AS i`);
+    await store.acquire({ key: 'orphan', name: 'charge', fingerprint: 'fp', leaseMs: 1, ttlMs: 60_000, force: false });
+    await sql(`UPDATE "${table}" SET expires_at = 1 WHERE key = 'orphan'`);
+    expect(await store.prune()).toBe(5000);
+    expect((await sql(`SELECT key FROM "${table}"`)).rows).toEqual([{ key: 'orphan' }]);
+    await store.close();
+  });
+});
+
+describe('PostgresStore\'s connections never JIT-compile its statements (issue 40: 100 ms a listing, whatever the table)', () => {
+  const { postgresSql } = require(join(ROOT, 'dist', 'core', 'native.js')) as typeof import('../dist/core/native.js');
+
+  // The store's session turns sequential scans off (session.sql), which adds a disable cost of
+  // 1e10 to every plan that still scans the table: far past jit_above_cost (100,000), so the
+  // server JIT-compiled each run of the listing and stats statements, about 100 ms each on a
+  // table of one row. Each statement that reads the whole table, EXPLAIN ANALYZEd on a
+  // connection with the store's session: no JIT section in its plan. The control, the same
+  // with jit turned back on, must show one where the server can JIT.
+  const reads: Array<[string, (s: ReturnType<typeof postgresSql>) => string, string]> = [
+    ['list', (s) => s.list, '(NULL, 20)'],
+    ['recent', (s) => s.recent, '(NULL, NULL, NULL, false, 20)'],
+    ['recentCount', (s) => s.recentCount, '(NULL, NULL, NULL)'],
+    ['stats', (s) => s.stats, ''],
+  ];
+
+  it.each(reads)('%s', async (_, text, args) => {
+    const table = uniqueTable();
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
+    await store.migrate();
+    await store.close();
+    const statements = postgresSql(table);
+    const client = new Client({ connectionString: PG_URL });
+    await client.connect();
+    try {
+      await client.query(statements.session);
+      await client.query(`PREPARE s AS ${text(statements)}`);
+      const jitted = async () => {
+        const [explained] = (await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE s${args}`)).rows[0]['QUERY PLAN'] as Array<{ JIT?: unknown }>;
+        return explained.JIT !== undefined;
+      };
+      expect(await jitted()).toBe(false);
+      const { rows } = await client.query('SELECT pg_jit_available() AS available');
+      if (rows[0].available) {
+        await client.query('SET jit = on');
+        expect(await jitted(), 'the control: with jit on, the server JIT-compiles the statement').toBe(true);
+      }
+    } finally {
+      await client.end();
     }
   });
 });

@@ -1,7 +1,7 @@
 // Real processes against one SQLite file: races, kills, and takeovers.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -198,9 +198,14 @@ describe('records of different projects (issue 9 item 14)', () => {
     const a = project(root, 'project-a');
     const b = project(root, 'project-b');
 
-    const first = await inProject(a, db, [CALL, ROOT]);
-    const second = await inProject(b, db, [CALL, ROOT]);
-    const again = await inProject(a, db, [CALL, ROOT]);
+    // Each project's own program (its entry script names the project).
+    const [callA, callB] = [a, b].map((dir) => {
+      copyFileSync(CALL, join(dir, 'call.js'));
+      return join(dir, 'call.js');
+    });
+    const first = await inProject(a, db, [callA, ROOT]);
+    const second = await inProject(b, db, [callB, ROOT]);
+    const again = await inProject(a, db, [callA, ROOT]);
     for (const f of [first, second, again]) expect(f.stderr).toBe('');
     const [ra, rb, ra2] = [first, second, again].map((f) => JSON.parse(f.stdout));
     expect(ra).toEqual({ ran: true, result: { email: 'bob@example.com', sentFrom: a }, namespace: 'project-a' });
@@ -226,6 +231,26 @@ describe('records of different projects (issue 9 item 14)', () => {
     expect(namespaces).toEqual(['project-a', 'project-b']);
     const onlyB = await inProject(root, db, [CLI, '--db', db, '--project', 'project-b', 'inspect', '--json']);
     expect(JSON.parse(onlyB.stdout).map((r: { namespace: string }) => r.namespace)).toEqual(['project-b']);
+  });
+
+  it('a program is its own project wherever it is started from: its folder, /, or through a tool under node_modules (issue 37, item 1)', async () => {
+    const root = tempDir();
+    const db = join(root, 'shared', 'store.db');
+    const shop = project(root, 'shop');
+    copyFileSync(CALL, join(shop, 'worker.js'));
+    const worker = join(shop, 'worker.js');
+    // A test runner or a loader under the project's node_modules that starts the program.
+    const runner = join(root, 'shop', 'node_modules', 'fake-runner');
+    mkdirSync(runner, { recursive: true });
+    writeFileSync(join(runner, 'package.json'), JSON.stringify({ name: 'fake-runner' }));
+    writeFileSync(join(runner, 'run.js'), "const [script, ...rest] = process.argv.slice(2); process.argv = [process.argv[0], __filename, ...rest]; require(script);\n");
+    const fromItsFolder = JSON.parse((await inProject(shop, db, [worker, ROOT])).stdout);
+    const fromRoot = JSON.parse((await inProject('/', db, [worker, ROOT])).stdout);
+    const throughRunner = JSON.parse((await inProject('/', db, [join(runner, 'run.js'), worker, ROOT])).stdout);
+    expect(fromItsFolder).toMatchObject({ ran: true, namespace: 'shop' });
+    // Started from / (a cron job, a service unit): the same program, the same project: replayed, not charged again.
+    expect(fromRoot).toMatchObject({ ran: false, namespace: 'shop', result: { sentFrom: shop } });
+    expect(throughRunner).toMatchObject({ ran: false, namespace: 'shop' });
   });
 
   it('IDEMPOTENT_TOOLS_NAMESPACE names the project; without any package.json the folder does', () => {

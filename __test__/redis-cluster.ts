@@ -13,15 +13,33 @@ import { createServer } from 'node:net';
 
 import { SERVER_BIN, redisCommand } from './redis-server';
 
-function freePort(): Promise<number> {
+function listenable(port: number): Promise<number> {
   return new Promise((done, fail) => {
     const server = createServer();
     server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: got } = server.address() as { port: number };
+      server.close(() => done(got));
     });
   });
+}
+
+/**
+ * A free port for a cluster node, whose cluster bus (the port + 10000) is free too: Redis
+ * refuses a port above 55535, and the kernel hands out ports up to 60999; two clusters
+ * started at once (CI runs the Valkey suite beside npm test) must not take each other's bus.
+ */
+async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await listenable(0);
+    if (port > 55535) continue;
+    try {
+      await listenable(port + 10000);
+      return port;
+    } catch {
+      // its bus port is taken: another
+    }
+  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

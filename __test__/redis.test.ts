@@ -55,6 +55,20 @@ describe('RedisStore', () => {
     await store.close();
   });
 
+  it.each(['loop', 'tokio'] as const)('an unreachable server says so, as the CLI does: connection refused, is the server running? (%s transport; issue 37, item 4)', async (transport) => {
+    const s = await server();
+    await s.kill();
+    if (transport === 'tokio') process.env.IDEMPOTENT_TOOLS_REDIS_TRANSPORT = 'tokio';
+    const store = new RedisStore({ url: s.url, connectTimeoutMs: 300, commandTimeoutMs: 300 });
+    delete process.env.IDEMPOTENT_TOOLS_REDIS_TRANSPORT;
+    const op = idempotent(async function op() {}, { store });
+    const err = (await op().then(() => undefined, (e: unknown) => e)) as Error;
+    expect(err).toBeInstanceOf(StoreError);
+    expect(err.message).toMatch(/connection refused, is the server running\?/);
+    expect(err.message).not.toMatch(/libuv error/);
+    await store.close();
+  });
+
   it('the server killed with calls in flight: StoreError, nothing runs unrecorded, and it works again after a restart', async () => {
     const s = await server();
     const store = new RedisStore({ url: s.url, prefix: uniquePrefix(), connectTimeoutMs: 500, commandTimeoutMs: 1000 });

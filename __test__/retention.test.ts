@@ -6,7 +6,7 @@
 // day ahead (IDEMPOTENT_TOOLS_TEST_WALL_CLOCK_OFFSET_MS) sees records with a one-minute
 // ttl as expired, while this process still sees them.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -104,6 +104,118 @@ describe('SqliteStore deletes expired records (issue 21 item 7)', () => {
     const after = new SqliteStore({ path });
     expect(await keys(after)).toEqual(['orphan']);
     await after.close();
+  });
+});
+
+describe('SqliteStore.prune() of many expired records (issue 40 item 1)', () => {
+  const EXPIRED = 100_000;
+  /**
+   * Rows as a store writes them, expired long ago (expires_at 1), each with a result: written
+   * in one transaction by the test-hooks build (src/sqlite/test_rows.rs), in a child process
+   * that loads it, since the public API takes seconds to write this many.
+   */
+  const fill = (path: string) =>
+    spawnSync(process.execPath, ['-e', `require(${JSON.stringify(join(ROOT, 'binding.js'))}).testFillExpired(${JSON.stringify(path)}, '', ${EXPIRED})`], {
+      env: { ...process.env, ...testHooks({}) },
+    });
+
+  it('another process writing to the file all through it never waits past a short busy timeout', async () => {
+    const path = tempDb();
+    const store = new SqliteStore({ path, pruneIntervalMs: 3_600_000 });
+    await store.ready();
+    const filled = fill(path);
+    expect(filled.status, String(filled.stderr)).toBe(0);
+    // The other process: one write after another (a claim, its own transaction, which
+    // fails at once when the lock stays taken past the busy timeout: no retry hides it),
+    // with a busy timeout below what one transaction over every expired record holds the
+    // lock for (over a second here), and far above what one pass holds it for.
+    const child = spawn(process.execPath, ['-e', `
+      const { SqliteStore } = require(${JSON.stringify(ROOT)});
+      const store = new SqliteStore({ path: ${JSON.stringify(path)}, busyTimeoutMs: 1000, pruneIntervalMs: 3600000 });
+      let stop = false, calls = 0, failed = 0, first = '';
+      process.stdin.on('end', () => { stop = true; });
+      process.stdin.resume();
+      (async () => {
+        while (!stop) {
+          try {
+            await store.acquire({ key: 'new-' + calls, name: 'charge', fingerprint: 'fp', leaseMs: 60000, force: false });
+          } catch (e) {
+            failed += 1;
+            first ||= String(e && e.message);
+          }
+          calls += 1;
+          console.log('called ' + calls);
+        }
+        await store.close();
+        console.log('done ' + JSON.stringify({ calls, failed, first }));
+      })();
+    `], { cwd: ROOT, env: process.env });
+    try {
+      await lineFrom(child, /^called \d+$/);
+      // Calls that the child finished while prune() ran (their lines arrived meanwhile).
+      let during = 0;
+      const count = (d: Buffer) => { during += String(d).split('\n').filter((l) => l.startsWith('called')).length; };
+      child.stdout!.on('data', count);
+      const pruned = await store.prune();
+      child.stdout!.off('data', count);
+      // Before: one transaction deleted them all while the child's calls failed with
+      // "database is locked"; now the lock is let go between passes.
+      expect(pruned).toBeGreaterThan(EXPIRED / 2); // the rest: the two opens' own first passes
+      expect(during).toBeGreaterThan(0);
+      const done = lineFrom(child, /^done /);
+      child.stdin!.end();
+      const outcome = JSON.parse((await done).slice('done '.length)) as { calls: number; failed: number; first: string };
+      expect(outcome.first).toBe('');
+      expect(outcome.failed).toBe(0);
+      // None of the expired records is left (stats counts them without reading results).
+      expect((await store.stats()).expired).toBe(0);
+    } finally {
+      child.stdin!.end();
+      if (child.exitCode === null) await new Promise((done) => child.on('close', done));
+      await store.close();
+    }
+  });
+
+  it("a store's own passes (pruneIntervalMs) let another process's writes through as well", async () => {
+    const path = tempDb();
+    const writer = new SqliteStore({ path, busyTimeoutMs: 1000, pruneIntervalMs: 3_600_000 });
+    await writer.ready();
+    const filled = fill(path);
+    expect(filled.status, String(filled.stderr)).toBe(0);
+    // This process writes, one claim after another, until the other one's periodic passes
+    // (back to back while they come back full) have deleted every expired record.
+    let stop = false;
+    const failures: string[] = [];
+    let calls = 0;
+    const writing = (async () => {
+      while (!stop) {
+        await writer.acquire({ key: `new-${calls++}`, name: 'charge', fingerprint: 'fp', leaseMs: 60_000, force: false })
+          .catch((e: Error) => failures.push(e.message));
+      }
+    })();
+    const child = spawn(process.execPath, ['-e', `
+      const { SqliteStore } = require(${JSON.stringify(ROOT)});
+      const store = new SqliteStore({ path: ${JSON.stringify(path)}, pruneIntervalMs: 20 });
+      store.ready().then(() => console.log('open'));
+      process.stdin.on('end', () => store.close());
+      process.stdin.resume();
+    `], { cwd: ROOT, env: process.env });
+    try {
+      await lineFrom(child, /^open$/);
+      await expect.poll(async () => (await writer.stats()).expired, { timeout: 120_000, interval: 50 }).toBe(0);
+      stop = true;
+      await writing;
+      // Before: passes took the lock back at once, and a claim of this process now and
+      // then waited past its busy timeout ('database is locked').
+      expect(failures).toEqual([]);
+      expect(calls).toBeGreaterThan(0);
+    } finally {
+      stop = true;
+      await writing;
+      child.stdin!.end();
+      if (child.exitCode === null) await new Promise((done) => child.on('close', done));
+      await writer.close();
+    }
   });
 });
 

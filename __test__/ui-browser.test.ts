@@ -82,7 +82,7 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     await page.goto(url);
     await page.locator('#filters select[name=since]').selectOption('');
     await expect.poll(rowKeys).toEqual(['charge-t7', 'crm-t9', 'email-t8', 'refund-t7-a', 'refund-t7-stuck', 'refund-t77', 'refund-t8']);
-    await expect.poll(() => page.locator('tr[data-key="crm-t9"] td.lease').textContent()).toMatch(/^stuck: ran out \d+s ago$/);
+    await expect.poll(() => page.locator('tr[data-key="crm-t9"] td.lease').textContent()).toMatch(/^stuck: ran out \d+s ago, owner not heard from since$/);
     // The README's picture: INSPECTOR_SCREENSHOT=docs/inspector.png npx vitest run __test__/ui-browser.test.ts
     if (process.env.INSPECTOR_SCREENSHOT) {
       await page.click('tr[data-key="refund-t8"] button.details');
@@ -126,7 +126,7 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     // The timeline has a row per tool of that thread.
     await expect.poll(() => page.locator('#timeline .tl-row').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.tool))).toEqual(['charge_card', 'refund']);
     const stuck = page.locator('tr[data-key="refund-t7-stuck"]');
-    await expect.poll(() => stuck.locator('td.lease').textContent()).toMatch(/alive, \d+m left/);
+    await expect.poll(() => stuck.locator('td.lease').textContent()).toMatch(/held, \d+m left/);
   });
 
   it('releases a stuck record behind a confirmation: a claim nobody holds, which the next call takes over (and asks reconcile)', async () => {
@@ -151,7 +151,7 @@ describe.runIf(canRun)('the inspector page, in chromium', () => {
     expect(await page.textContent('#confirm-text')).toContain('asks its reconcile option');
     await page.click('#confirm-ok');
     // Still pending, its lease run out: the next call takes it over.
-    await expect.poll(() => page.locator('tr[data-key="refund-t7-stuck"] td.lease').textContent()).toMatch(/^stuck: ran out \d+s ago$/);
+    await expect.poll(() => page.locator('tr[data-key="refund-t7-stuck"] td.lease').textContent()).toMatch(/^stuck: ran out \d+s ago, owner not heard from since$/);
 
     const store = new lib.SqliteStore({ path: db });
     try {

@@ -29,6 +29,7 @@ export {
   ApprovalMismatchError,
   ApprovalConflictError,
   ToolCallRejectedError,
+  UnstorableResultError,
 } from './core/errors.js';
 export { recordApproval } from './core/approvals.js';
 export type { ApprovalDecision, ApprovalInput, ApprovalRecord, RecordedApproval } from './core/approvals.js';

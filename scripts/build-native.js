@@ -122,7 +122,7 @@ function build({ release = false, requireGlibc217 = false } = {}) {
   return { id, triple, file }
 }
 
-module.exports = { build, fresh, hostTarget, idOfTriple }
+module.exports = { build, fresh, haveZig, hostTarget, idOfTriple }
 
 if (require.main === module) {
   const flags = new Set(process.argv.slice(2))

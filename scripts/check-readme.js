@@ -13,7 +13,8 @@
 //       DATABASE_URL (set here to the local Redis and Postgres when not set already).
 //   ```ts  ```typescript
 //       TYPE-CHECKED with tsc --strict as an ES module file (not run). Packages resolve from
-//       this clone's node_modules, then e2e/node22/node_modules (Mastra, @openai/agents).
+//       this clone's node_modules, then e2e/node22/node_modules (Mastra, @openai/agents), then
+//       e2e/engines/node_modules (the durable engines: npm run test:engines installs them).
 //   ```sh  ```bash  ```shell  ```console  ```text  ```json  ```jsonc  ```yaml  ```toml
 //   ```sql  ```diff  ```ini
 //       SHOWN ONLY, never run: commands, output, configuration, error messages.
@@ -21,10 +22,11 @@
 //   `norun` after the language (```js norun) skips one js/ts block; the prose around it
 //       must say why. Use it for nothing that a user would paste and run.
 //   `example=PATH` after the language: the block is that file of the repository, byte for
-//       byte (the README's framework sections are files under examples/ that CI runs too).
+//       byte (the README's framework sections are files under examples/ that CI runs too);
+//       a file it imports from beside it (`./offline-model.mjs`, its fake model) runs with it.
 //   `node22` after the language: the block runs under Node 22 (from .ci/nodes.sh), its
 //       packages resolved from e2e/node22/node_modules first (Mastra 1.x, @openai/agents).
-// And README.md's test command (the `npm test` line of its sh blocks) must be the command
+// README.md is at most 300 lines. And README.md's test command (the `npm test` line of its sh blocks) must be the command
 // .ci/run runs, so that CI runs exactly what the README tells a contributor to run.
 'use strict'
 
@@ -39,6 +41,9 @@ const TYPECHECK = new Set(['ts', 'typescript'])
 const SHOWN = new Set(['sh', 'bash', 'shell', 'console', 'text', 'json', 'jsonc', 'yaml', 'toml', 'sql', 'diff', 'ini'])
 const TIMEOUT_MS = 60_000
 const E2E_MODULES = path.join(ROOT, 'e2e', 'node22', 'node_modules')
+// The durable engines (Temporal, Inngest, Restate, DBOS, Vercel Workflow, Trigger.dev), which
+// .ci/engines.sh installs (npm run test:engines, before this check in .ci/run).
+const ENGINE_MODULES = path.join(ROOT, 'e2e', 'engines', 'node_modules')
 
 /** Fenced blocks: { line (1-based, of the opening fence), lang, flags, code }. */
 function blocks(markdown) {
@@ -63,7 +68,7 @@ function linkModules(dir, e2eFirst = false) {
   const target = path.join(dir, 'node_modules')
   fs.mkdirSync(target)
   fs.symlinkSync(ROOT, path.join(target, 'idempotent-tools'), 'junction')
-  const sources = [path.join(ROOT, 'node_modules'), E2E_MODULES]
+  const sources = [path.join(ROOT, 'node_modules'), E2E_MODULES, ENGINE_MODULES]
   for (const source of e2eFirst ? sources.reverse() : sources) {
     if (!fs.existsSync(source)) continue
     for (const entry of fs.readdirSync(source)) {
@@ -98,6 +103,12 @@ function node22Bin() {
 function runJs(block, dir, nodeBin = process.execPath) {
   const file = path.join(dir, `block-${block.id}.${isModule(block) ? 'mjs' : 'cjs'}`)
   fs.writeFileSync(file, block.code)
+  // An example's block may import a file beside it (its offline fake model): copy those in.
+  const example = block.flags.find((f) => f.startsWith('example='))
+  if (example !== undefined) {
+    const folder = path.dirname(path.join(ROOT, example.slice('example='.length)))
+    for (const [, rel] of block.code.matchAll(/from '(\.\/[^']+)'/g)) fs.copyFileSync(path.join(folder, rel), path.join(dir, rel))
+  }
   const env = {
     ...process.env,
     HOME: dir,
@@ -168,6 +179,30 @@ function testCommandMismatch(blocks) {
   return null
 }
 
+/**
+ * The README's engine table (section "Durable workflow engines") shows one line of code per
+ * engine in its last column; each must be, verbatim, in a block of docs/frameworks.md that this
+ * script type-checks against the real engine (e2e/engines/node_modules), so a line cannot drift.
+ */
+function engineLinesUnchecked() {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const section = /^## Durable workflow engines\n([\s\S]*?)(?=^## )/m.exec(readme)
+  if (!section) return ['README.md has no "## Durable workflow engines" section (its engine table is checked here)']
+  const checked = blocks(fs.readFileSync(path.join(ROOT, 'docs', 'frameworks.md'), 'utf8'))
+    .filter((b) => (TYPECHECK.has(b.lang) || RUN.has(b.lang)) && !b.flags.includes('norun'))
+    .map((b) => b.code)
+  const rows = section[1].split('\n').filter((l) => l.startsWith('| ') && !/^\| (engine|---)/.test(l))
+  if (rows.length === 0) return ['README.md: the "Durable workflow engines" section has no table']
+  const missing = []
+  for (const row of rows) {
+    const cells = row.split(' | ')
+    for (const [, code] of cells[cells.length - 1].matchAll(/`([^`]+)`/g)) {
+      if (!checked.some((c) => c.includes(code))) missing.push(`README.md: the engine table's line \`${code}\` (${cells[0].slice(2)}) is in no checked block of docs/frameworks.md`)
+    }
+  }
+  return missing
+}
+
 function main() {
   const given = process.argv.slice(2)
   const files = given.length
@@ -185,9 +220,13 @@ function main() {
   const where = (block) => `${block.file}:${block.line} (\`\`\`${block.lang})`
   try {
     if (files.some((f) => path.basename(f) === 'README.md')) {
+      // A newcomer's page: what a user writes, at most 300 lines; harnesses live in examples/.
+      const lines = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').length - 1
+      if (lines > 300) failures.push(`README.md has ${lines} lines; keep it at most 300 (an offline harness belongs in examples/, a detail in docs/)`)
       const readme = all.filter((b) => b.file === 'README.md')
       const mismatch = testCommandMismatch(readme)
       if (mismatch) failures.push(mismatch)
+      for (const missing of engineLinesUnchecked()) failures.push(missing)
     }
     for (const block of all) {
       const mismatch = exampleMismatch(block)

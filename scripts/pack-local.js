@@ -6,12 +6,16 @@
 //   pack/idempotent-tools-<platform>-<version>.tgz  this platform's binary
 // The main package lists every platform package in optionalDependencies at its exact version.
 //
-//   node scripts/pack-local.js [--no-build] [--all-platforms]
+//   node scripts/pack-local.js [--no-build] [--all-platforms] [--portable]
 //   node scripts/pack-local.js --compare-sizes   (.ci/pack.sh: docs/installing.md's table against pack/sizes.md)
 //   node scripts/pack-local.js --write-sizes     (copies pack/sizes.md into docs/installing.md: commit it)
 //
 // Build once: the release binary that `npm install` (prepare) built is reused when it was
-// built from these sources for glibc 2.17 (build-native.js's stamp); otherwise it is built.
+// built from these sources (build-native.js's stamp); otherwise it is built. On Linux glibc
+// the published binary links against glibc 2.17 (cargo-zigbuild and zig): with them, or with
+// --portable (which fails without them), the pack is that; without them, it packs this
+// machine's build, which loads on this glibc and newer, and says so (issue 37, item 3: it
+// used to fail, then build the core a second time, about 9.5 minutes on 2 cores).
 // The work tree is left as it was: the sizes it measured go to pack/sizes.md and the
 // terminal, never into a tracked file (a README rewritten after packing showed up as a
 // change in git, and the tarball had packed the previous table). The table in
@@ -28,7 +32,7 @@
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const { join } = require('node:path')
-const { build, fresh, hostTarget } = require('./build-native.js')
+const { build, fresh, haveZig, hostTarget } = require('./build-native.js')
 
 const root = join(__dirname, '..')
 const out = join(root, 'pack')
@@ -160,15 +164,30 @@ function compareSizes() {
   console.log('docs/installing.md size table: within 10% of what was measured')
 }
 
+/** This machine's glibc version (for the message of a non-portable pack). */
+function glibcVersion() {
+  const report = process.report?.getReport?.()
+  return report?.header?.glibcVersionRuntime ?? 'unknown'
+}
+
 function main() {
   checkVersions()
   const { id } = hostTarget()
   if (!flags.has('--no-build')) {
-    const built = fresh({ release: true, requireGlibc217: true })
+    // A portable Linux glibc pack (what publishing uploads) needs zig; without it, this machine's build.
+    const portable = flags.has('--portable') || !id.startsWith('linux-') || !id.endsWith('-gnu') || haveZig()
+    const built = fresh({ release: true, requireGlibc217: portable && id.endsWith('-gnu') && id.startsWith('linux-') })
     if (built) {
       console.log(`pack:local: reusing the release build of ${built.builtAt} in native/ (the Rust sources did not change since)`)
     } else {
-      build({ release: true, requireGlibc217: true })
+      build({ release: true, requireGlibc217: portable && id.startsWith('linux-') && id.endsWith('-gnu') })
+    }
+    const stamp = fresh({ release: true })
+    if (id.startsWith('linux-') && id.endsWith('-gnu') && !stamp?.glibc217) {
+      console.log(
+        `pack:local: this pack's binary links against this machine's glibc (${glibcVersion()}), so it loads here and on machines with that glibc or newer. ` +
+          'The published binary loads on glibc 2.17 and newer: for that pack, install zig and cargo-zigbuild (pip install ziglang==0.17.0 cargo-zigbuild==0.24.0) and run npm run pack:local -- --portable.',
+      )
     }
     // The build in native/ is this platform's shipped binary: drop any older copy in npm/.
     fs.rmSync(join(root, 'npm', id, `${pkg.napi.binaryName}.${id}.node`), { force: true })

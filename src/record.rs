@@ -71,6 +71,25 @@ impl Record {
     }
 }
 
+/// What `listRecent` asks for (SQLite: see `sqlite/listing.rs`; Postgres: `recent.sql`).
+#[napi(object)]
+pub struct RecentQuery {
+    pub status: Option<String>,
+    pub name: Option<String>,
+    /// Only records updated at or after this (epoch ms).
+    pub updated_since: Option<f64>,
+    pub limit: Option<u32>,
+    /// Default false: records come without their results.
+    pub with_results: Option<bool>,
+}
+
+#[napi(object)]
+pub struct RecentRecords {
+    pub records: Vec<NativeRecord>,
+    /// How many matched, before `limit`.
+    pub matched: u32,
+}
+
 /// A record as `get` and `listRecords` hand it to JavaScript (without the token).
 #[napi(object)]
 #[derive(Clone, Debug)]

@@ -126,8 +126,8 @@ async function unique(ctx) {
   const data = {};
   const rounds = ctx.quick ? 3 : 9;
   const sizes = {
-    full: { 1: ctx.quick ? 30 : 150, 64: ctx.quick ? 256 : 1280 },
-    normal: { 1: ctx.quick ? 200 : 1500, 64: ctx.quick ? 640 : 6400 },
+    full: { 1: ctx.quick ? 30 : 150, 8: ctx.quick ? 64 : 320, 64: ctx.quick ? 256 : 1280 },
+    normal: { 1: ctx.quick ? 200 : 1500, 8: ctx.quick ? 320 : 3200, 64: ctx.quick ? 640 : 6400 },
   };
   try {
     const idle = await idleEld(ctx.quick ? 300 : 1000);
@@ -137,7 +137,8 @@ async function unique(ctx) {
       const p = await openPair(dir, `unique-${durability}`, durability);
       await pool(64, 64, () => p.ours(freshArgs('warm')));
       await pool(64, 64, () => p.hand(freshArgs('warm')));
-      for (const inFlight of [1, 64]) {
+      // 8 in flight too: issue 39 asks the event loop's p99 there (1 ms), and at 64 how close it is to what two cores allow.
+      for (const inFlight of [1, 8, 64]) {
         const hist = { ours: eldRecorder(), hand: eldRecorder() };
         const watch = inFlight > 1;
         const res = await compare({
@@ -179,7 +180,7 @@ async function unique(ctx) {
     {
       id: 'sqlite-unique',
       title: 'SQLite unique calls (acquire, no-op fn, complete)',
-      note: `${rounds} rounds per configuration, alternating; each round is a batch of unique calls with 1 or 64 in flight. Speedup = hand-rolled time / our time (higher is better).`,
+      note: `${rounds} rounds per configuration, alternating; each round is a batch of unique calls with 1, 8 or 64 in flight. Speedup = hand-rolled time / our time (higher is better).`,
       header: ['durability', 'in flight', 'implementation', 'median µs/call', 'calls/s', 'speedup vs hand-rolled', ...CPU_HEADER],
       rows,
       data,
@@ -187,7 +188,7 @@ async function unique(ctx) {
     {
       id: 'event-loop',
       title: 'Event-loop delay during the unique-call runs (monitorEventLoopDelay, 1 ms resolution)',
-      note: 'Delay = how late a 1 ms timer fired, from a fresh histogram per measured round of the 64-in-flight runs above; p50/p99 are medians over rounds. The hand-rolled run never yields to the event loop (its awaits resolve as microtasks), so its whole batch is one stall.',
+      note: 'Delay = how late a 1 ms timer fired, from a fresh histogram per measured round of the 8- and 64-in-flight runs above; p50/p99 are medians over rounds. The hand-rolled run never yields to the event loop (its awaits resolve as microtasks), so its whole batch is one stall.',
       header: ['run', 'implementation', 'p50 delay ms', 'p99 delay ms', 'worst round p99 ms', 'max delay ms'],
       rows: eldRows,
       data: Object.fromEntries(Object.entries(data).filter(([k]) => k.startsWith('eld/') || k === 'idleEld')),

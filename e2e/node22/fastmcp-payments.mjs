@@ -15,6 +15,6 @@ server.addTool({
   execute: idempotentTool(async ({ orderId, cents }) => {
     appendFileSync(log, `${orderId} ${cents}\n`);
     return `charged ${orderId} ${cents}`;
-  }, { name: 'send_payment', store }),
+  }, { name: 'send_payment', store, scope: 'local' }), // stdio: one user, the one who started it
 });
 await server.start({ transportType: 'stdio' });

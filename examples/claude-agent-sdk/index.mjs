@@ -2,7 +2,6 @@
 // edits the amount, and a session resumed on another worker that re-sends the call.
 // Runs offline (a fake Messages API on 127.0.0.1; a temporary SQLite file):
 //   node examples/claude-agent-sdk/index.mjs
-import { createServer } from 'node:http';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +9,7 @@ import { createSdkMcpServer, query, tool } from '@anthropic-ai/claude-agent-sdk'
 import { z } from 'zod';
 import { SqliteStore } from 'idempotent-tools';
 import { idempotentCanUseTool, idempotentTools } from 'idempotent-tools/claude-agent-sdk';
+import { offlineClaude } from './offline-api.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'claude-example-'));
 const store = new SqliteStore({ path: join(dir, 'store.db') });
@@ -35,32 +35,15 @@ const canUseTool = idempotentCanUseTool(async (toolName, input) => {
   return asked === 1 ? { behavior: 'allow', updatedInput: { ...input, cents: 1500 } } : { behavior: 'deny', message: 'changed my mind' };
 }, { store, scope });
 
-// A fake Messages API: each prompt gets a call of send_payment (toolu_01), then "Paid.".
-const api = createServer(async (req, res) => {
-  let body = '';
-  for await (const chunk of req) body += chunk;
-  const { tools: offered = [], messages } = JSON.parse(body);
-  const sinceReply = messages.slice(messages.findLastIndex((m) => m.role === 'assistant') + 1); // what the user just sent
-  const call = offered.length > 0 && /Pay order|Go on/.test(JSON.stringify(sinceReply)) && !JSON.stringify(sinceReply).includes('tool_result');
-  const event = (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
-  event('message_start', { message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], usage: { input_tokens: 1, output_tokens: 1 } } });
-  event('content_block_start', { index: 0, content_block: call ? { type: 'tool_use', id: 'toolu_01', name: 'mcp__pay__send_payment', input: {} } : { type: 'text', text: '' } });
-  event('content_block_delta', { index: 0, delta: call ? { type: 'input_json_delta', partial_json: '{"orderId":"o-42","cents":1999}' } : { type: 'text_delta', text: 'Paid.' } });
-  event('content_block_stop', { index: 0 });
-  event('message_delta', { delta: { stop_reason: call ? 'tool_use' : 'end_turn' }, usage: { output_tokens: 1 } });
-  event('message_stop', {});
-  res.end();
-}).listen(0, '127.0.0.1');
-await new Promise((r) => api.once('listening', r));
-const env = { ...process.env, HOME: dir, ANTHROPIC_API_KEY: 'offline', ANTHROPIC_BASE_URL: `http://127.0.0.1:${api.address().port}`, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' };
-const worker = () => ({ env, cwd: dir, canUseTool, mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools }) } });
+const offline = await offlineClaude(); // a fake Messages API (offline-api.mjs): each prompt gets a call of send_payment, then "Paid."
+const env = offline.env;
+const worker = () => ({ env, cwd: offline.cwd, canUseTool, mcpServers: { pay: createSdkMcpServer({ name: 'pay', version: '1.0.0', tools }) } });
 
 let sessionId;
 for await (const m of query({ prompt: 'Pay order o-42', options: worker() })) sessionId = m.session_id ?? sessionId;
 console.log(`first worker: charged ${charges.join(', ')} (the edited amount)`);
 for await (const m of query({ prompt: 'Go on', options: { ...worker(), resume: sessionId } })) if (m.type === 'result') console.log(`resumed worker: ${m.result}`);
-api.close();
+offline.close();
 await store.close();
 console.log(`asked the human: ${asked} time(s)`);
 console.log(`charges: ${charges.length}`);

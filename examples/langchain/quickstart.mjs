@@ -16,15 +16,9 @@ const sendPayment = tool(async ({ orderId, cents }) => {
 const order = { name: 'send_payment', args: { orderId: 'o-42', cents: 1999 } };
 const model = fakeModel().respondWithTools([{ ...order, id: 'call_1' }]).respondWithTools([{ ...order, id: 'call_2' }]).respond(new AIMessage('Paid.'));
 
-const agent = createAgent({
-  model,
-  tools: [sendPayment],
-  checkpointer: new MemorySaver(),
-  middleware: [idempotentToolsMiddleware({
-    // "The model called it again": the same order under a new tool call id is the same call.
-    tools: { send_payment: { key: (input) => `order-${input.orderId}` } },
-  })],
-});
+// "The model called it again": with a business key, the same order under a new tool call id is the same call.
+const middleware = [idempotentToolsMiddleware({ tools: { send_payment: { key: (input) => `order-${input.orderId}` } } })];
+const agent = createAgent({ model, tools: [sendPayment], checkpointer: new MemorySaver(), middleware });
 const thread = { configurable: { thread_id: 'thread-7' } };
 await agent.invoke({ messages: [{ role: 'user', content: 'Pay order o-42' }] }, thread); // stops at interrupt()
 const out = await agent.invoke(new Command({ resume: 'yes' }), thread);

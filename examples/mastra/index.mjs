@@ -5,7 +5,7 @@
 //
 // @mastra/core 1.x requires Node >= 22.13, and this repository's tooling runs on Node 20, so
 // this example does not load Mastra: it calls the wrapped execute twice with the context
-// Mastra 1.x passes (execute(inputData, context), context.agent.toolCallId/threadId), the
+// Mastra 1.x passes (execute(inputData, context), context.runId, context.agent.toolCallId/threadId), the
 // way Mastra's tool executor does on approve/resume. With Mastra installed, use it as:
 //
 //   createTool({ id: 'send-payment', inputSchema, requireApproval: true, execute })
@@ -36,7 +36,9 @@ const execute = idempotentTool(
   },
 );
 
+// Mastra passes the run's id (a resumed run keeps it) and the agent's call.
 const context = (resumeData) => ({
+  runId: 'run-42',
   agent: { agentId: 'payer', toolCallId: 'call_0', threadId: 'thread-42', resourceId: 'user-7', messages: [], suspend: async () => {}, resumeData },
 });
 console.log('first run:');

@@ -16,9 +16,10 @@ let charges = 0; // stands in for your payment API
 
 const server = idempotentServer(new McpServer({ name: 'payments', version: '1.0.0' }), {
   store,
-  // On stdio the caller is the user who started the server; over Streamable HTTP with auth,
-  // extra.authInfo. Your own account id, when you have one:
-  scope: ({ extra }) => extra.authInfo?.extra?.accountId ?? 'local-user',
+  // Who is calling. By default the verified account (extra.authInfo.extra.sub, as your token
+  // verifier sets it over Streamable HTTP) or, on stdio, the user who started the server; an
+  // in-process transport like this one names nobody, so it is said here: one user.
+  scope: 'example-user',
 });
 server.registerTool('send_payment', {
   description: 'Charge an order. Send _meta.idempotencyKey to make a retry safe.',

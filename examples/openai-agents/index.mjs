@@ -22,7 +22,10 @@ const dir = mkdtempSync(join(tmpdir(), 'idempotent-tools-openai-agents-'));
 const store = new SqliteStore({ path: join(dir, 'store.db') });
 const charges = [];
 
-// A Model that asks for the tool, then answers once the tool result is in.
+// A Model that asks for the tool, then answers once the tool result is in. Like the Responses
+// API it gives each output item an id (fc_...), which tells this call from a later one that
+// reuses call_0; a Chat Completions model gives none: then wrap the agent's tools with
+// idempotentTools (below), which tells turns apart by itself, or give the tool a business key.
 const model = {
   async getResponse(request) {
     const done = Array.isArray(request.input) && request.input.some((i) => i.type === 'function_call_result');
@@ -30,7 +33,7 @@ const model = {
       usage: new Usage(),
       output: done
         ? [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Paid.' }] }]
-        : [{ type: 'function_call', callId: 'call_0', name: 'send_payment', arguments: JSON.stringify({ orderId: 'o-42', cents: 1999 }), status: 'completed' }],
+        : [{ type: 'function_call', id: 'fc_1', callId: 'call_0', name: 'send_payment', arguments: JSON.stringify({ orderId: 'o-42', cents: 1999 }), status: 'completed' }],
     };
   },
   async *getStreamedResponse() { throw new Error('not used'); },

@@ -28,6 +28,7 @@ import { defaultStore } from './default-store.js';
 import { ApprovalConflictError, asStoreError } from './errors.js';
 import { type IdempotencyEvent, type IdempotencyEventType, publish } from './events.js';
 import * as native from './native.js';
+import { clearCommand } from './shell.js';
 import type { IdempotencyRecord, RecordMeta, Store } from './store.js';
 
 export { APPROVAL_NAME_PREFIX, decisionName, parseDecisionName };
@@ -207,7 +208,7 @@ export async function recordDecision(store: Store, d: DecisionToRecord): Promise
   if (written.acquired) return { outcome: 'recorded', stored: mine };
   const stored = decodeDecision(written.record);
   if (stored === undefined) {
-    throw new TypeError(`idempotent-tools: the key ${key} (reserved for approval decisions) holds a record of "${written.record.name}", not a decision; clear it (npx idempotent-tools clear --key '${key}').`);
+    throw new TypeError(`idempotent-tools: the key ${key} (reserved for approval decisions) holds a record of "${written.record.name}", not a decision; clear it (${clearCommand(key)}).`);
   }
   return { outcome: written.record.fingerprint === fingerprint ? 'same' : 'conflict', stored };
 }

@@ -26,6 +26,10 @@ export interface RunningCall {
   meta?: RecordMeta;
 }
 
+/**
+ * @internal Not in the published types: they would name `node:async_hooks`, which a project
+ * without Node's types (TypeScript 7 lists none by default) cannot resolve.
+ */
 export const running = new AsyncLocalStorage<RunningCall>();
 
 /**

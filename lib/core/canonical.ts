@@ -30,6 +30,8 @@ type Order = 'sorted' | 'own';
 /** A value that cannot take part, with the path segments from where it sits upwards. */
 export class Unencodable extends Error {
   readonly segments: Array<string | number> = [];
+  /** How to return the value instead (a result's fix), when there is a specific one. */
+  fix?: string;
   constructor(readonly what: string) {
     super(what);
   }
@@ -59,7 +61,13 @@ export function canonicalArgsJson(args: unknown[]): string {
   return encodeElements(args, [args], 'sorted', 1);
 }
 
-/** Encodes a result in its own key order (the text `JSON.stringify` gives), under the same rules. */
+/**
+ * Encodes a result in its own key order (the text `JSON.stringify` gives), under the same
+ * rules, and one more: a replay gives back the parsed text, so the result must be a value
+ * that text gives back as itself. An object with `toJSON()` (a `Date`, a `Buffer`, a
+ * decimal or date library's instance) is a key's part as its JSON, but as a result it
+ * would come back as something else (a `Date` as a string): refused, with how to return it.
+ */
 export function resultJson(value: unknown): string {
   return encode(value, '', [], 'own', 0);
 }
@@ -103,6 +111,8 @@ function encodeObject(value: object, keyName: string, ancestors: object[], order
     throw new Unencodable('an invalid Date (JSON would turn it into null)');
   }
   const toJSON = (value as { toJSON?: unknown }).toJSON;
+  // 'own' order is a stored result's (resultJson): see there.
+  if (typeof toJSON === 'function' && order === 'own') throw changesOnReplay(value);
   if (typeof toJSON === 'function') {
     let replaced: unknown;
     try {
@@ -215,6 +225,61 @@ function describeInstance(value: object, proto: object): string {
   }
   const name = typeof proto.constructor === 'function' && proto.constructor.name ? proto.constructor.name : 'an unnamed class';
   return `an instance of ${name} without toJSON() (JSON would keep only its own fields, not its type)`;
+}
+
+/**
+ * `value` with every object that has `toJSON()` (a `Date`, ...) replaced by what it returns,
+ * as `JSON.stringify` would, and nothing else changed (containers are copied only where
+ * something inside them was replaced). For the framework helpers: a framework turns a
+ * tool's result into text for the model, so a `Date` there is its ISO string either way;
+ * handing the framework that string on the first call too makes the first call and its
+ * replays one value. Anything else JSON cannot keep is left for `resultJson` to refuse.
+ */
+export function withToJsonApplied(value: unknown, depth = 0, seen: object[] = []): unknown {
+  if (value === null || typeof value !== 'object' || depth > MAX_DEPTH || seen.includes(value)) return value;
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') {
+    try {
+      return withToJsonApplied(toJSON.call(value, ''), depth + 1, seen);
+    } catch {
+      return value; // resultJson says what went wrong
+    }
+  }
+  seen.push(value);
+  try {
+    if (Array.isArray(value)) {
+      let copy: unknown[] | undefined;
+      value.forEach((v, i) => {
+        const w = withToJsonApplied(v, depth + 1, seen);
+        if (w !== v) (copy ??= [...value])[i] = w;
+      });
+      return copy ?? value;
+    }
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return value;
+    let copy: Record<string, unknown> | undefined;
+    for (const [k, v] of Object.entries(value)) {
+      const w = withToJsonApplied(v, depth + 1, seen);
+      if (w !== v) (copy ??= { ...(value as Record<string, unknown>) })[k] = w;
+    }
+    return copy ?? value;
+  } finally {
+    seen.pop();
+  }
+}
+
+/** A result part with `toJSON()`: what a replay would give back instead, and how to return it. */
+function changesOnReplay(value: object): Unencodable {
+  if (value instanceof Date) {
+    const problem = new Unencodable('a Date, which a replay would give back as a string (its JSON), so the first call and its replays would return different values');
+    problem.fix = 'return the date as a string (date.toISOString()) or a number (date.getTime()), and make it a Date where you use it';
+    return problem;
+  }
+  const proto = Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null;
+  const name = proto?.constructor?.name || 'an object';
+  const problem = new Unencodable(`an instance of ${name} with toJSON(), which a replay would give back as what toJSON() returns, not as ${name === 'an object' ? 'that object' : `a ${name}`}`);
+  problem.fix = 'return what toJSON() returns (value.toJSON()), or the fields you need, and rebuild the object where you use it';
+  return problem;
 }
 
 function errorText(err: unknown): string {

@@ -25,6 +25,20 @@ export class InFlightTimeoutError extends IdempotencyError {
   override readonly code = 'IN_FLIGHT_TIMEOUT';
 }
 
+/**
+ * A `'block'` wait ended because the request it served was cancelled or its client left
+ * (a helper's signal fired): this call stopped waiting, and did not run; the call it waited
+ * for goes on and is recorded, so a retry gets its result. Named `AbortError`, as every
+ * abort is, so that the framework that aborted the request recognises its own abort.
+ */
+export class WaitAbandonedError extends IdempotencyError {
+  override readonly code = 'WAIT_ABANDONED';
+  constructor(message: string, options?: { key?: string; cause?: unknown }) {
+    super(message, options);
+    this.name = 'AbortError';
+  }
+}
+
 /** The key is held by a record of another function or other arguments. */
 export class KeyMismatchError extends IdempotencyError {
   override readonly code = 'KEY_MISMATCH';
@@ -96,4 +110,22 @@ export class ToolCallRejectedError extends IdempotencyError {
  */
 export class ApprovalConflictError extends IdempotencyError {
   override readonly code = 'APPROVAL_CONFLICT';
+}
+
+/**
+ * `fn` ran (its side effect happened) but its result cannot be stored: not JSON data, a
+ * value a replay would give back as something else (a `Date`), or over `maxResultBytes`. The
+ * record is completed and the call never runs again; this call and every replay throw this,
+ * saying how to return the result instead. A `TypeError` (what the wrapper was given is the
+ * problem), with the package's `code` and the record's `key`.
+ */
+export class UnstorableResultError extends TypeError {
+  readonly code = 'UNSTORABLE_RESULT';
+  readonly key: string | undefined;
+
+  constructor(message: string, options?: { key?: string }) {
+    super(message);
+    this.name = 'UnstorableResultError';
+    this.key = options?.key;
+  }
 }

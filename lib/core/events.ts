@@ -23,6 +23,12 @@ export type IdempotencyEventType =
   | 'key-mismatch'
   /** The store failed. */
   | 'store-error'
+  /**
+   * fn ran, and recording its outcome failed (the store is down or slow): the call retries
+   * the write until `retryingUntil` (about its lease's end, `leaseMs`), so that a short
+   * outage makes nothing run twice, and only then throws. Once per call.
+   */
+  | 'settle-retrying'
   /** `reconcile` said the taken-over attempt's side effect happened: its result was recorded, fn did not run. */
   | 'reconciled'
   /** fn threw a framework's control-flow signal (LangGraph's interrupt): not a failure; the record is
@@ -63,9 +69,12 @@ export interface IdempotencyEvent {
   error?: unknown;
   /** For the approval events: the decision (approve, edit, reject). */
   decision?: 'approve' | 'edit' | 'reject';
+  /** For `settle-retrying`: until when (epoch ms) the call retries recording its outcome before it throws. */
+  retryingUntil?: number;
 }
 
 export const CHANNEL_NAME = 'idempotent-tools:call';
+/** @internal Not in the published types: they would name `node:diagnostics_channel` (see call-context.ts). */
 export const channel = diagnostics_channel.channel(CHANNEL_NAME);
 
 export type EventSink = ((event: IdempotencyEvent) => void) | undefined;

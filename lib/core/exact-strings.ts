@@ -8,10 +8,10 @@
  * surrogates as ASCII escapes.
  */
 
+import { RefusedInputError } from './refused-input.js';
+
 /** A string that cannot cross into the native addon exactly: bad input, never a store failure. */
-export class InexactStringError extends TypeError {
-  override name = 'TypeError';
-}
+export class InexactStringError extends RefusedInputError {}
 
 const isWellFormed = (String.prototype as unknown as { isWellFormed?: () => boolean }).isWellFormed;
 
@@ -49,6 +49,7 @@ const DESCRIPTIONS: Record<string, string> = {
   fingerprint: 'the fingerprint',
   context: 'the "context" value',
   payload: 'the arguments (or the "payload" value)',
+  resultJson: 'the JSON text of the result',
 };
 
 function describe(field: string, where: string): string {

@@ -15,9 +15,12 @@ import {
   KeyMismatchError,
   LeaseLostError,
   StoreError,
+  UnstorableResultError,
+  WaitAbandonedError,
   asStoreError,
 } from './errors.js';
-import { InexactStringError } from './exact-strings.js';
+import { clearCommand } from './shell.js';
+import { RefusedInputError } from './refused-input.js';
 import { crashPoint } from './fault.js';
 import { pace } from './pacing.js';
 import { checkCallKey } from './reserved.js';
@@ -26,7 +29,7 @@ import { cachedKeyIdSecret, keyForTelemetry, keyIdSecret, keyIdWith } from './ke
 import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './lease.js';
 import { WRAPS, claimName, followDefault, placeOf } from './names.js';
 import * as native from './native.js';
-import { type Config, type IdempotentOptions, type ReconcileOutcome, resolveOptions } from './options.js';
+import { type Config, type IdempotentOptions, type ReconcileOutcome, type WaitSignal, asWaitSignal, resolveOptions } from './options.js';
 import { type SettlingCall, errorOf, settle, unknownOutcome } from './settle.js';
 import { expireStepsWithCall } from './step.js';
 import { defaultStore, defaultStoreGeneration, defaultStorePlace } from './default-store.js';
@@ -285,6 +288,8 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
   const meta = c.meta === undefined ? undefined : metaOf(call);
   call.meta = meta; // its steps' records say where the call came from too
   let waited = false;
+  // The request this call serves: when it is cancelled or its client leaves, a wait ends.
+  const signal = watch === undefined || c.waitSignal === undefined ? undefined : asWaitSignal(c.waitSignal(...call.args));
   // Claims of ours answered too late to run fn under (see lease.ts), handed back unused.
   const late = { count: 0, attempts: 0, takenOver: false };
   for (;;) {
@@ -301,7 +306,7 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
         meta: withArgsPreview(meta, c.preview, call.args),
       });
     } catch (err) {
-      if (err instanceof InexactStringError) throw err; // bad input, not a store failure
+      if (err instanceof RefusedInputError) throw err; // bad input, not a store failure
       emit('store-error', { error: err });
       throw asStoreError(err, key);
     }
@@ -344,8 +349,19 @@ async function claimOrWait<A extends unknown[], R>(call: Call<A, R>, watch: Watc
       );
     }
     waited = true;
-    await watch.wait(Math.min(c.pollIntervalMs, left));
+    if (signal?.aborted) throw abandoned(call, signal);
+    await watch.wait(Math.min(c.pollIntervalMs, left), signal);
+    // Its request is gone: nobody reads this call's answer, so it stops asking the store.
+    if (signal?.aborted) throw abandoned(call, signal);
   }
+}
+
+function abandoned<A extends unknown[], R>(call: Call<A, R>, signal: WaitSignal): WaitAbandonedError {
+  return new WaitAbandonedError(
+    `idempotent-tools: stopped waiting for the in-flight call of "${call.c.name}" with this ${keyInMessage(call)}: ` +
+      'the request this call served was cancelled, or its client left. The call in flight goes on, and its result is recorded for a retry',
+    { key: call.key, cause: signal.reason },
+  );
 }
 
 /** A record that stands in the way: its stored outcome, or a mismatch. */
@@ -357,7 +373,7 @@ function replay<A extends unknown[], R>(call: Call<A, R>, record: IdempotencyRec
     throw new KeyMismatchError(
       `idempotent-tools: key ${record.key} is already used by a call of ${who}; ` +
         'a key must identify exactly one call. Use another key, or remove the old record ' +
-        `(npx idempotent-tools clear --key ${record.key}) if it is truly stale`,
+        `(${clearCommand(record.key)}) if it is truly stale`,
       { key: record.key },
     );
   }
@@ -367,7 +383,7 @@ function replay<A extends unknown[], R>(call: Call<A, R>, record: IdempotencyRec
 /** Returns a completed record's stored result (or throws its unstorable-result error). */
 function replayed<A extends unknown[], R>(call: Call<A, R>, outcome: Pick<IdempotencyRecord, 'result' | 'error' | 'attempts'>): Awaited<R> {
   call.emit('replayed', { attempts: outcome.attempts });
-  if (outcome.error !== null) throw new TypeError(outcome.error.message);
+  if (outcome.error !== null) throw new UnstorableResultError(outcome.error.message, { key: call.key });
   return outcome.result as Awaited<R>;
 }
 
@@ -451,7 +467,7 @@ async function record<A extends unknown[], R>(
   event: 'executed' | 'reconciled',
 ): Promise<Awaited<R>> {
   const { c, key, emit } = call;
-  const { resultJson, unstorable } = storableResult(value, c.limits.maxResultBytes, { who: `"${c.name}"`, kind: 'call' });
+  const { resultJson, unstorable } = storableResult(value, c.limits.maxResultBytes, { who: `"${c.name}"`, kind: 'call', key, derived: call.derived });
 
   const settled = await settle(
     settling(call),
@@ -490,7 +506,7 @@ async function record<A extends unknown[], R>(
     await expireStepsWithCall(call.store, call).catch((error: unknown) => emit('store-error', { attempts, error }));
   }
   emit(event, { attempts });
-  if (unstorable !== undefined) throw new TypeError(unstorable.message);
+  if (unstorable !== undefined) throw new UnstorableResultError(unstorable.message, { key });
   return value;
 }
 

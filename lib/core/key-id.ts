@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 
 import * as native from './native.js';
+import { clearCommand } from './shell.js';
 import type { IdempotencyRecord, Store } from './store.js';
 
 /** What every keyed id starts with. */
@@ -134,7 +135,7 @@ async function readOrCreate(given: Store, create: boolean): Promise<string | nul
       // that resolve nowhere; it never falls back to the derived key.
       const message =
         `the reserved key ${KEY_ID_SECRET_KEY} holds a record that is not the store's keyed-id secret (name ${JSON.stringify(r.name)}, ` +
-        `status ${r.status}); it is ignored. Clear it (npx idempotent-tools clear --key ${KEY_ID_SECRET_KEY}) so that a secret can be made`;
+        `status ${r.status}); it is ignored. Clear it (${clearCommand(KEY_ID_SECRET_KEY)}) so that a secret can be made`;
       if (!warned.has(given)) {
         warned.add(given);
         process.emitWarning(`idempotent-tools: ${message}`, { type: 'IdempotentToolsWarning', code: 'IDEMPOTENT_TOOLS_KEY_ID_SECRET' });
@@ -143,7 +144,7 @@ async function readOrCreate(given: Store, create: boolean): Promise<string | nul
     }
     await settle(25); // the secret's own claim, being written by another process
   }
-  throw new Error(`the record ${KEY_ID_SECRET_KEY} stayed unresolved; clear it (idempotent-tools clear --key ${KEY_ID_SECRET_KEY})`);
+  throw new Error(`the record ${KEY_ID_SECRET_KEY} stayed unresolved; clear it (${clearCommand(KEY_ID_SECRET_KEY)})`);
 }
 
 /**

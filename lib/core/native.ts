@@ -19,6 +19,10 @@ const PARAMS: Record<string, readonly string[]> = {
   peekReplay: ['key', 'fingerprint'],
   listRecords: ['status', 'limit'],
   callHashes: ['name', 'context', 'payload'],
+  replayCall: ['name', 'context', 'payload'],
+  keyId: ['secret', 'key'],
+  watch: ['key'],
+  postgresSql: ['table'],
   fingerprint: ['name', 'payload'],
 };
 

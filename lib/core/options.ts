@@ -8,6 +8,36 @@ import type { RecordMeta, Store } from './store.js';
 
 export type OnDuplicate = 'raise' | 'block' | 'retry';
 
+/**
+ * @internal What a helper passes to end a `'block'` wait with the request it serves:
+ * `[WAIT_SIGNAL]: (...args) => signal`, a function of the call's arguments that returns that
+ * request's AbortSignal (a cancel, or its client leaving), or undefined. When the signal
+ * fires, the wait ends at once (its timer and subscriptions released) with a
+ * `WaitAbandonedError`; it never stops a call that runs. Not a documented option: the
+ * helpers are what hold a request's signal (the framework's, the MCP request's), and a
+ * documented `signal` would read as one that aborts `fn`. A symbol, so that `Object.keys`
+ * (the check of option names) never sees it.
+ */
+export const WAIT_SIGNAL: unique symbol = Symbol.for('idempotent-tools.waitSignal') as never;
+
+/** @internal `idempotent()`'s options with the helpers' `WAIT_SIGNAL`. */
+export type WaitingOptions<A extends unknown[]> = IdempotentOptions<A> & { [WAIT_SIGNAL]?: (...args: A) => unknown };
+
+/** The part of an AbortSignal a wait reads (a signal of another realm or a polyfill has it too). */
+export interface WaitSignal {
+  readonly aborted: boolean;
+  readonly reason?: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/** `value` if it can end a wait (an AbortSignal, or one shaped like it), else undefined. */
+export function asWaitSignal(value: unknown): WaitSignal | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const s = value as Partial<WaitSignal>;
+  return typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function' && typeof s.removeEventListener === 'function' ? (s as WaitSignal) : undefined;
+}
+
 export interface IdempotentOptions<A extends unknown[] = unknown[]> {
   /** Where records live. Default: `defaultStore()` (opened on the first call). */
   store?: Store;
@@ -79,6 +109,8 @@ export interface Config<A extends unknown[]> {
   meta: ((...args: A) => RecordMeta | undefined) | undefined;
   preview: ArgsPreviewOption<A>;
   limits: Limits;
+  /** The `WAIT_SIGNAL` option: the signal that ends a `'block'` wait of this call. */
+  waitSignal: ((...args: A) => unknown) | undefined;
 }
 
 const NAMES = [
@@ -109,6 +141,13 @@ function optionalFunction<F>(options: Record<string, unknown>, option: string): 
   if (value === undefined) return undefined;
   if (typeof value !== 'function') fail(option, `must be a function, not ${value === null ? 'null' : typeof value}`);
   return value as F;
+}
+
+function waitSignalOption<A extends unknown[]>(options: object): ((...args: A) => unknown) | undefined {
+  const value = (options as { [WAIT_SIGNAL]?: unknown })[WAIT_SIGNAL];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw new TypeError('idempotent(): the wait-signal option must be a function of the call\'s arguments');
+  return value as (...args: A) => unknown;
 }
 
 export function resolveOptions<A extends unknown[]>(fn: unknown, options: IdempotentOptions<A> | undefined): Config<A> {
@@ -167,5 +206,6 @@ export function resolveOptions<A extends unknown[]>(fn: unknown, options: Idempo
     meta: optionalFunction(o, 'meta'),
     preview: resolvePreview<A>(o.preview),
     limits: resolveLimits(o, fail),
+    waitSignal: waitSignalOption<A>(options),
   };
 }

@@ -6,6 +6,7 @@
 
 import { parseDecisionName } from './approval-names.js';
 import { KEY_ID_PREFIX, KEY_ID_SECRET_KEY, WITH_KEY_ID_SECRET, isInternalRecord, keyIdWith, secretOf } from './key-id.js';
+import { keyIsAsGiven, keyStartsAsGiven } from './shown-text.js';
 import type { IdempotencyRecord, RecentQuery, RecentRecords, RecordStatus, Store } from './store.js';
 
 /**
@@ -23,7 +24,7 @@ export interface RecordQuery {
   scope?: string;
   /** Only records changed (claimed or settled) within this many ms before now. */
   sinceMs?: number;
-  /** A key or the start of one; or a keyed id (`kid_…`, what events and traces carry) or the start of one. */
+  /** A key or the start of one (as it is, or as shown: see shown-text.ts); or a keyed id (`kid_…`, what events and traces carry) or the start of one. */
   keyPrefix?: string;
   /** At most this many records, newest first. */
   limit?: number;
@@ -109,7 +110,7 @@ export function matches(r: IdempotencyRecord, q: RecordQuery, now: number): bool
   }
   if (q.scope !== undefined && !scopeMatches(r.meta?.scope, q.scope)) return false;
   if (q.sinceMs !== undefined && r.updatedAt < now - q.sinceMs) return false;
-  if (q.keyPrefix !== undefined && !r.key.startsWith(q.keyPrefix)) return false;
+  if (q.keyPrefix !== undefined && !keyStartsAsGiven(r.key, q.keyPrefix)) return false;
   return true;
 }
 
@@ -169,13 +170,14 @@ export async function withKeyIds(store: Pick<Store, 'listRecords' | 'listRecent'
 }
 
 /**
- * How `keyPrefix` picks records: by the key's start, or, for a keyed id (`kid_…`), by
- * the start of the record's keyed id under the store's secret (none yet: nothing matches).
+ * How `keyPrefix` picks records: by the key's start (as it is, or as shown), or, for a
+ * keyed id (`kid_…`), by the start of the record's keyed id under the store's secret
+ * (none yet: nothing matches).
  */
 async function keyMatcher(store: Pick<Store, 'listRecords' | 'listRecent'>, keyPrefix: string): Promise<(r: IdempotencyRecord) => boolean> {
-  if (!keyPrefix.startsWith(KEY_ID_PREFIX)) return (r) => r.key.startsWith(keyPrefix);
+  if (!keyPrefix.startsWith(KEY_ID_PREFIX)) return (r) => keyStartsAsGiven(r.key, keyPrefix);
   const secrets = [...(await keyIdSecrets(store)).values()];
-  return (r) => r.key.startsWith(keyPrefix) || secrets.some((secret) => keyIdWith(secret, r.key).startsWith(keyPrefix));
+  return (r) => keyStartsAsGiven(r.key, keyPrefix) || secrets.some((secret) => keyIdWith(secret, r.key).startsWith(keyPrefix));
 }
 
 /** `listRecent` over `listRecords`: what a store without its own query gives. */
@@ -249,12 +251,23 @@ export type KeyLookup =
   | { ambiguous: IdempotencyRecord[] }
   | { missing: true };
 
-/** A whole key, or a unique start of one, as git takes commit hashes; or a keyed id (`kid_…`) or a unique start of one. */
+/**
+ * A whole key, or a unique start of one, as git takes commit hashes (as it is, or as
+ * shown: see shown-text.ts); or a keyed id (`kid_…`) or a unique start of one.
+ */
 export async function findByKey(store: Pick<Store, 'get' | 'listRecords' | 'listRecent'>, keyOrPrefix: string): Promise<KeyLookup> {
-  const exact = await store.get(keyOrPrefix);
-  if (exact !== null) return { found: exact };
+  // Without a backslash, the text is a key as shown only when it is that key itself.
+  if (!keyOrPrefix.includes('\\')) {
+    const exact = await store.get(keyOrPrefix);
+    if (exact !== null) return { found: exact };
+  }
+  const all = (await store.listRecords()).filter((r) => !isInternalRecord(r));
+  // A whole key wins over keys it starts; one key's text may be another key as shown.
+  const whole = all.filter((r) => keyIsAsGiven(r.key, keyOrPrefix)).sort(newestFirst);
+  if (whole.length === 1) return { found: whole[0] };
+  if (whole.length > 1) return { ambiguous: whole };
   const keyMatches = await keyMatcher(store, keyOrPrefix);
-  const candidates = (await store.listRecords()).filter((r) => !isInternalRecord(r) && keyMatches(r)).sort(newestFirst);
+  const candidates = all.filter((r) => keyMatches(r)).sort(newestFirst);
   if (candidates.length === 0) return { missing: true };
   if (candidates.length === 1) return { found: candidates[0] };
   return { ambiguous: candidates };

@@ -12,7 +12,7 @@ export interface SettlingCall {
   key: string;
   fingerprint: string;
   leaseMs: number;
-  emit: (type: 'store-error', extra: { error: unknown }) => void;
+  emit: (type: 'store-error' | 'settle-retrying', extra: { error: unknown; retryingUntil?: number }) => void;
 }
 
 /** Reads one property of a thrown value without letting a getter or a proxy throw again. */
@@ -150,6 +150,8 @@ export async function settle(
       const now = performance.now();
       const until = Math.max(giveUpAt, Math.min(lease.heldUntil, lastChance));
       if (now >= until - 1) return { state: 'unknown', error: err, seen: seen === 'pending' ? 'pending' : 'unreadable' };
+      // Said once, so a caller that waits (up to the lease's end, about leaseMs) knows why.
+      if (attempt === 1) emit('settle-retrying', { error: err, retryingUntil: Date.now() + (until - now) });
       await sleep(Math.min(delay, until - 1 - now));
       delay = Math.min(delay * 2, 1000);
     }

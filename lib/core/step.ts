@@ -16,7 +16,7 @@
 import { type RunningCall, STEPS_REFUSED, running } from './call-context.js';
 import { canonicalJson, resultJson } from './canonical.js';
 import { classifyThrown } from './control-flow.js';
-import { KeyMismatchError, LeaseLostError, StoreError, asStoreError } from './errors.js';
+import { KeyMismatchError, LeaseLostError, StoreError, UnstorableResultError, asStoreError } from './errors.js';
 import { HANDED_BACK, type Lease, MAX_LATE_CLAIMS, keepLease, tooLate } from './lease.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import * as native from './native.js';
@@ -199,7 +199,7 @@ async function legacyOutcome(call: RunningCall, label: string): Promise<Pick<Ide
 }
 
 function replayed<T>(record: Pick<IdempotencyRecord, 'result' | 'error'>): Awaited<T> {
-  if (record.error !== null) throw new TypeError(record.error.message);
+  if (record.error !== null) throw new UnstorableResultError(record.error.message, {});
   return record.result as Awaited<T>;
 }
 
@@ -297,9 +297,9 @@ async function execute<T>(self: StepCall, fn: () => T): Promise<Awaited<T> | typ
       throw thrown;
     }
 
-    const { resultJson, unstorable } = storableResult(value, call.maxResultBytes ?? DEFAULT_LIMITS.maxResultBytes, { who: `step ${name}`, kind: 'step' });
+    const { resultJson, unstorable } = storableResult(value, call.maxResultBytes ?? DEFAULT_LIMITS.maxResultBytes, { who: `step ${name}`, kind: 'step', key: call.key });
     await settleStep(self, lease, { resultJson, error: unstorable, value }, performance.now() - startedAt);
-    if (unstorable !== undefined) throw new TypeError(unstorable.message);
+    if (unstorable !== undefined) throw new UnstorableResultError(unstorable.message, { key: call.key });
     return value;
   } finally {
     lease.stop();

@@ -8,6 +8,7 @@
 
 import { Unencodable, resultJson } from './canonical.js';
 import { resultTooLarge } from './limits.js';
+import { clearCommand } from './shell.js';
 import type { RecordError } from './store.js';
 
 /** How the messages name what ran: a call (`"charge"`, the function) or a step. */
@@ -16,13 +17,18 @@ export interface Ran {
   who: string;
   /** 'call' or 'step'. */
   kind: 'call' | 'step';
+  /** The call's key (a step goes with its call: cleared with it), and whether it was derived from the arguments. */
+  key: string;
+  derived?: boolean;
 }
 
 export function storableResult(value: unknown, maxResultBytes: number, ran: Ran): { resultJson?: string; unstorable?: RecordError } {
   if (value === undefined) return {};
   const from = ran.kind === 'call' ? 'the function' : 'the step';
   // A call's record can be cleared to run it again; a step goes with its call.
-  const after = ran.kind === 'call' ? ' (and clear this key to run it again)' : '';
+  // A derived key stays out of messages (it can be reversed by guessing the arguments).
+  const clear = ran.derived ? 'npx idempotent-tools clear --key <error.key>' : clearCommand(ran.key);
+  const after = ran.kind === 'call' ? ` (to run it again, clear its record: ${clear})` : '';
   const unstorable = (why: string, fix: string): { unstorable: RecordError } => ({
     unstorable: {
       name: 'TypeError',
@@ -36,7 +42,7 @@ export function storableResult(value: unknown, maxResultBytes: number, ran: Ran)
     json = resultJson(value);
   } catch (err) {
     if (!(err instanceof Unencodable)) throw err;
-    return unstorable(`${err.pathFrom('result')} is ${err.what}`, `return JSON data from ${from}`);
+    return unstorable(`${err.pathFrom('result')} is ${err.what}`, err.fix === undefined ? `return JSON data from ${from}` : `${err.fix.replace(/^return /, `return from ${from} `)}`);
   }
   const tooLarge = resultTooLarge(json, maxResultBytes);
   if (tooLarge !== undefined) {

@@ -4,6 +4,8 @@
  * step: callers racing on one key, in one process or many, get exactly one winner.
  */
 
+import { UnstorableResultError } from './errors.js';
+
 export type RecordStatus = 'pending' | 'completed' | 'failed';
 
 export interface RecordError {
@@ -223,7 +225,8 @@ export function replayedAnswer(answer: string): unknown {
     case 0x75: // u
       return undefined;
     default:
-      throw new TypeError((JSON.parse(answer.slice(1)) as RecordError).message);
+      // The key was derived and read in one native call: the error names none (error.key is unset).
+      throw new UnstorableResultError((JSON.parse(answer.slice(1)) as RecordError).message);
   }
 }
 

@@ -9,7 +9,13 @@
  *
  * A store that hears of settles in other processes (PostgresStore: LISTEN/NOTIFY) offers
  * `watchSettles`; a Watch subscribes to it too, so a waiter wakes when any process settles.
+ *
+ * A wait also ends the moment its request's signal fires (a cancel, a client gone): the
+ * waiter then stops (idempotent.ts), and `close` releases what it subscribed to.
  */
+
+import { onAbort } from './abort.js';
+import type { WaitSignal } from './options.js';
 
 /** The optional store hook: call `onSettled` when `key` may have been settled anywhere. */
 export interface SettleSource {
@@ -41,17 +47,20 @@ export class Watch {
     this.#wake?.();
   }
 
-  /** Resolves when the key changes (or already has since the last wait), or after `ms`. */
-  wait(ms: number): Promise<void> {
+  /** Resolves when the key changes (or already has since the last wait), after `ms`, or when `signal` fires. */
+  wait(ms: number, signal?: WaitSignal): Promise<void> {
     if (this.#changed) {
       this.#changed = false;
       return Promise.resolve();
     }
+    if (signal?.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
       const self = this;
+      const unlisten = signal === undefined ? undefined : onAbort(signal, done);
       function done() {
         clearTimeout(timer);
+        unlisten?.();
         self.#wake = undefined;
         self.#changed = false;
         resolve();

@@ -31,11 +31,10 @@
  * ```
  */
 
-import { createHash } from 'node:crypto';
-
 import { defaultStore } from '../core/default-store.js';
 import type { Store } from '../core/store.js';
 import { type ReportedDecision, recordReported } from './approval-guard.js';
+import { CannotTellError, ambiguousReplayOf, callMessageIndex, openingWithNumberedId, turnOfAiSdkCall } from './identity.js';
 import {
   type Json,
   type Scope,
@@ -63,102 +62,12 @@ export interface AiSdkToolOptionsLike {
   abortSignal?: unknown;
 }
 
-type Part = { type?: unknown; toolCallId?: unknown; toolName?: unknown; input?: unknown; approvalId?: unknown; approved?: unknown; reason?: unknown } | null;
-
-function hasPart(m: { content?: unknown }, type: string, toolCallId: string): boolean {
-  return Array.isArray(m.content) && m.content.some((p: { type?: unknown; toolCallId?: unknown } | null) => p !== null && typeof p === 'object' && p.type === type && p.toolCallId === toolCallId);
-}
-
-/**
- * The assistant message in `messages` that made the call (its index), or -1 when it is not
- * there. While the call executes in the step that produced it, `messages` ends just before
- * that assistant message; when it runs later (an approved call, a resubmitted history) the
- * message is in `messages`, with no result for the call after it. An earlier call with the
- * same id (providers that restart ids at `call_0` every turn) has its result after it.
- * The index only finds the message: it is never part of a key.
- */
-function callMessageIndex(messages: unknown, toolCallId: string): number {
-  if (!Array.isArray(messages)) return -1;
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m = messages[i] as { role?: unknown; content?: unknown } | null;
-    if (m === null || typeof m !== 'object') continue;
-    if (m.role === 'tool' && hasPart(m, 'tool-result', toolCallId)) return -1; // an earlier call with this id, finished
-    if (m.role === 'assistant' && hasPart(m, 'tool-call', toolCallId)) return i;
-  }
-  return -1;
-}
-
-/** Fields of a message that are not its content: provider bookkeeping, timestamps a framework adds (Mastra's createdAt). */
-const NOT_CONTENT = new Set(['providerOptions', 'providerMetadata', 'providerExecuted', 'id', 'createdAt']);
-
-/** Stable text of a message's content for a digest: sorted keys, bytes as hex, provider bookkeeping left out. */
-function contentText(value: unknown, depth = 0): string {
-  if (depth > 64) return '"…"';
-  if (value === null || typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (value instanceof Uint8Array) return JSON.stringify(`bytes:${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`);
-  if (value instanceof ArrayBuffer) return JSON.stringify(`bytes:${Buffer.from(value).toString('hex')}`);
-  if (value instanceof URL) return JSON.stringify(value.href);
-  if (value instanceof Date) return JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString());
-  if (Array.isArray(value)) return `[${value.map((v) => contentText(v, depth + 1)).join(',')}]`;
-  if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([k, v]) => !NOT_CONTENT.has(k) && v !== undefined && typeof v !== 'function' && typeof v !== 'symbol')
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${contentText(v, depth + 1)}`).join(',')}}`;
-  }
-  return 'null';
-}
-
-function digest(value: unknown): string {
-  return createHash('sha256').update(contentText(value)).digest('hex').slice(0, 32);
-}
-
-/**
- * The turn of a tool call, from what the call itself carries, never from its position in
- * `messages` (chats cap their history: the oldest messages dropped, the same call must stay
- * the same call):
- * - the call is in `messages` (an approved call, run after the request that asked; a
- *   resubmission): its approval id (`approval:<id>`, unique to one request), else a digest
- *   of the assistant message that made it (`message:<digest>`);
- * - the call was just made, in this step: a digest of the step's prompt from the last
- *   assistant message on, or from the earlier call that had this id with its result
- *   (`step:<digest>`: the previous answer and what followed it, the user's new message or
- *   the tool results), so a later turn whose call reuses the id (`call_0` every turn) is
- *   another call, and a retry of the request is the same one.
- * Provider bookkeeping (`providerOptions`, ids, timestamps a framework adds) is left out
- * of every digest.
- */
-export function callTurn(messages: unknown, toolCallId: string): string {
-  if (!Array.isArray(messages)) return 'none';
-  const at = callMessageIndex(messages, toolCallId);
-  if (at !== -1) {
-    const parts = partsOf(messages[at]);
-    const request = parts.find((p) => p!.type === 'tool-approval-request' && p!.toolCallId === toolCallId && typeof p!.approvalId === 'string');
-    if (request != null) return `approval:${request.approvalId as string}`;
-    return `message:${digest((messages[at] as { content?: unknown }).content)}`;
-  }
-  // From the last assistant message on; from an earlier call with this id on, when there is
-  // one (its result then tells this turn from the one before it, whose prompt read the same).
-  let from = -1;
-  let earlier = -1;
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m = messages[i] as { role?: unknown; content?: unknown } | null;
-    if (m?.role !== 'assistant') continue;
-    if (from === -1) from = i;
-    if (hasPart(m, 'tool-call', toolCallId)) {
-      earlier = i;
-      break;
-    }
-  }
-  from = earlier !== -1 ? earlier : Math.max(from, 0);
-  return `step:${digest(messages.slice(from).map((m) => ({ role: (m as { role?: unknown } | null)?.role ?? null, content: (m as { content?: unknown } | null)?.content ?? null })))}`;
-}
-
 function partsOf(message: unknown): Part[] {
   const content = (message as { content?: unknown } | null)?.content;
   return Array.isArray(content) ? (content as Part[]).filter((p) => p !== null && typeof p === 'object') : [];
 }
+
+type Part = { type?: unknown; toolCallId?: unknown; toolName?: unknown; input?: unknown; approvalId?: unknown; approved?: unknown; reason?: unknown } | null;
 
 /**
  * Every answer to an approval request in `messages`: each `tool-approval-response` (in a
@@ -270,15 +179,19 @@ export function idempotentTool<I, R>(
         }
         const chat = resolveScope('ai-sdk', scope, [input, execOptions], HINT);
         const approval = approvalsOf(execOptions.messages, toolCallId);
+        const turn = turnOfAiSdkCall(execOptions.messages, toolCallId);
         return {
           framework: 'ai-sdk',
           toolCallId,
           toolName: approval.toolName,
           signal: execOptions.abortSignal,
-          scope: { chat, turn: callTurn(execOptions.messages, toolCallId) },
+          scope: { chat, turn: turn?.turn ?? 'none' },
           conversation: { chat },
           approvalScope: chat,
           turn: approval.turn,
+          ...(turn === undefined
+            ? { turnUnknown: new CannotTellError('key', `idempotent-tools/ai-sdk: tool call ${toolCallId} came without options.messages, so nothing tells its turn (providers that restart ids at call_0 reuse the id every turn). Let generateText/streamText call it, pass the messages, or give the tool a business key: { key: (input) => \`order-\${input.orderId}\` }.`) }
+            : { turnUnknown: openingWithNumberedId('idempotent-tools/ai-sdk', turn, toolCallId), ambiguousReplay: ambiguousReplayOf(turn, approval.toolName) }),
         };
       },
       approvals: {

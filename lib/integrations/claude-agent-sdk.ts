@@ -26,9 +26,12 @@ import { join } from 'node:path';
 
 import { canonicalJson } from '../core/canonical.js';
 import { idempotent } from '../core/idempotent.js';
+import { WAIT_SIGNAL, type WaitingOptions } from '../core/options.js';
 import type { Store } from '../core/store.js';
 import { defaultStore } from '../stores/default-store.js';
 import { type ReportedDecision, recordReported } from './approval-guard.js';
+import { CannotTellError, isNumberedCallId, isUniqueCallId } from './identity.js';
+import { MCP_HEADERS, MCP_POSTGRES_URL, MCP_REDIS_URL, MCP_SCOPE, MCP_URL } from './mcp-proxy-env.js';
 import { type Json, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, scopeLabel, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
@@ -59,10 +62,12 @@ export interface SdkToolLike {
 export interface ClaudeToolOptions<I> extends ToolHelperOptions<I, CallToolResultLike> {
   /**
    * What the calls' ids are unique within: a conversation, user or tenant id (a JSON value, or
-   * a function of `(input, extra)`). Claude's tool_use ids are unique, so it is optional
-   * (default: one scope for all); a business `key` holds within it, so without one an order
-   * paid in one conversation is paid for every conversation. Not the session id: a fork gets
-   * a new one, and its calls must replay. Give `idempotentCanUseTool` the same scope.
+   * a function of `(input, extra)`). Anthropic's tool_use ids are unique (`toolu_` and 24
+   * random characters), so for them it is optional (default: one scope for all). Required
+   * (a `CannotTellError` naming it otherwise) with a business `key`, which holds within the
+   * scope, and for ids that are not unique (a gateway or a fake API that numbers its calls).
+   * Not the session id: a fork gets a new one, and its calls must replay. Give
+   * `idempotentCanUseTool` the same scope.
    */
   scope?: Json | ((input: I, extra: ClaudeToolExtraLike) => Json | undefined);
 }
@@ -70,16 +75,49 @@ export interface ClaudeToolOptions<I> extends ToolHelperOptions<I, CallToolResul
 /** The options of `idempotentTools`: every tool's options, and per-tool choices by tool name. */
 export type ClaudeToolSetOptions = Omit<ClaudeToolOptions<any>, 'name'> & ToolSetChoices<Partial<ClaudeToolOptions<any>>>;
 
-function scopeValue<A extends unknown[]>(scope: Json | ((...a: A) => Json | undefined) | undefined, call: A, hint: string): Json {
-  if (scope === undefined) return DEFAULT_SCOPE;
+/**
+ * The scope the option gives; without the option, one scope for every call, but only for a
+ * call named by an id its provider makes unique (`isUniqueCallId`) and no business key
+ * (which would then hold across every conversation): otherwise a CannotTellError naming
+ * "scope".
+ */
+function scopeValue<A extends unknown[]>(scope: Json | ((...a: A) => Json | undefined) | undefined, call: A, hint: string, id?: { toolUseId: string; businessKey: boolean; tool: string }): Json {
+  if (scope === undefined) {
+    if (id === undefined) return DEFAULT_SCOPE;
+    if (id.businessKey) {
+      throw new CannotTellError(
+        'scope',
+        `${WHERE}: tool "${id.tool}" has a business key but no "scope": the key alone would be one call across every conversation, user and tenant (an order o-42 paid in one would be paid in all). ` +
+          'Pass { scope: (input, extra) => conversationOrTenantId } (or a fixed id, to mean one for all).',
+      );
+    }
+    if (!isUniqueCallId(id.toolUseId) && !isNumberedCallId(id.toolUseId)) {
+      throw new CannotTellError(
+        'scope',
+        `${WHERE}: tool "${id.tool}" call ${id.toolUseId}: this tool_use id is not one a provider makes unique (Anthropic's are toolu_ and 24 random characters; a gateway or a fake API that numbers its calls restarts them), ` +
+          'so without a "scope" calls of two conversations would meet under it. Pass { scope: (input, extra) => conversationId }.',
+      );
+    }
+    return DEFAULT_SCOPE;
+  }
   let value: Json | undefined;
   try {
     value = typeof scope === 'function' ? scope(...call) : scope;
   } catch (err) {
     throw new TypeError(`${WHERE}: the "scope" option threw: ${err instanceof Error ? err.message : String(err)}. ${hint}`, { cause: err });
   }
-  if (value === undefined || value === null || value === '') throw new TypeError(`${WHERE}: the "scope" option returned ${describe(value)}. ${hint}`);
+  if (value === undefined || value === null || value === '') throw new CannotTellError('scope', `${WHERE}: the "scope" option returned ${describe(value)}. ${hint}`);
   return value;
+}
+
+/** The refusal of a numbered tool_use id without a business key (see identify). */
+function numberedIdRefusal(tool: string, toolUseId: string): CannotTellError {
+  return new CannotTellError(
+    'key',
+    `${WHERE}: tool "${tool}" call ${toolUseId}: this tool_use id is a number the model's gateway counts (Anthropic's are toolu_ and 24 random characters), ` +
+      'which restarts in every response, so neither the id nor a scope tells this call from a later one with the same input. ' +
+      "Give the tool a business key that names the call: { tools: { " + tool + ": { key: (input) => `order-${input.orderId}` } } }.",
+  );
 }
 
 const SCOPE_HINT = 'It must return the conversation, user or tenant the call belongs to (a string id or JSON data), the same for a resumed or forked session.';
@@ -115,7 +153,10 @@ function wrapHandler<I>(name: string, handler: (args: I, extra: ClaudeToolExtraL
               'let the Claude Agent SDK call it (in a createSdkMcpServer given to query()), or pass { _meta: { "claudecode/toolUseId": id } } as its second argument.',
           );
         }
-        const conversation = scopeValue(scope, [input, extra], SCOPE_HINT);
+        const conversation = scopeValue(scope, [input, extra], SCOPE_HINT, { toolUseId: toolCallId, businessKey: rest.key !== undefined, tool: name });
+        // A numbered id (toolu_01: a gateway or a fake API that numbers its calls, restarting in
+        // every response) tells no call from a later one, with a scope or without: a business key does.
+        const numbered = rest.key === undefined && isNumberedCallId(toolCallId) ? numberedIdRefusal(name, toolCallId) : undefined;
         return {
           framework: 'claude-agent-sdk',
           toolCallId,
@@ -125,6 +166,7 @@ function wrapHandler<I>(name: string, handler: (args: I, extra: ClaudeToolExtraL
           conversation: { conversation },
           approvalScope: conversation,
           turn: null,
+          ...(numbered === undefined ? {} : { turnUnknown: numbered }),
         };
       },
       // A CallToolResult with isError: true is a failure the model may retry: recorded as
@@ -281,7 +323,7 @@ export function idempotentCanUseTool<F extends (toolName: string, input: Record<
   }
   const { scope, ttlMs } = options;
   if (scope !== undefined && typeof scope !== 'function') scopeValue(scope, [], SCOPE_HINT);
-  const decide = idempotent(askOnce, {
+  const decideOptions: WaitingOptions<[string, unknown, Ask]> = {
     name: 'claude-agent-sdk:canUseTool',
     ...(options.store === undefined ? {} : { store: options.store }),
     ...(ttlMs === undefined ? {} : { ttlMs }),
@@ -289,11 +331,15 @@ export function idempotentCanUseTool<F extends (toolName: string, input: Record<
     // A human may take long: the claim is renewed while the callback waits.
     payload: (toolName, input) => ({ toolName, input: input === undefined ? null : input }),
     meta: (_toolName, _input, ask) => ({ framework: 'claude-agent-sdk', toolCallId: ask.options.toolUseID ?? '' }),
-  });
+    // An ask waiting for the same call's first ask stops when the runtime gives it up.
+    [WAIT_SIGNAL]: (_toolName, _input, ask) => ask.options?.signal,
+  };
+  const decide = idempotent(askOnce, decideOptions);
   const guarded: CanUseToolLike = async function guardedCanUseTool(toolName, input, askOptions) {
     const toolUseId = idOf(askOptions?.toolUseID);
-    if (toolUseId === undefined) return canUseTool(toolName, input, askOptions); // nothing to bind it to
-    const conversation = scopeValue(scope, [toolName, input, askOptions], SCOPE_HINT);
+    // Nothing to bind the answer to: no id, or a numbered one (a later call would be taken for this one).
+    if (toolUseId === undefined || isNumberedCallId(toolUseId)) return canUseTool(toolName, input, askOptions);
+    const conversation = scopeValue(scope, [toolName, input, askOptions], SCOPE_HINT, { toolUseId, businessKey: false, tool: toolName });
     const digest = createHash('sha256').update(canonicalJson({ scope: conversation })).digest('hex').slice(0, 32);
     const key = `permission|${toolName}|${toolUseId}|${digest}`;
     const ask: Ask = { canUseTool: canUseTool as unknown as CanUseToolLike, options: askOptions, asked: false };
@@ -331,7 +377,12 @@ export function idempotentCanUseTool<F extends (toolName: string, input: Record<
 // options.mcpServers
 
 export interface McpServersGuardOptions extends ClaudeToolSetOptions {
-  /** The proxy's store for external servers (`--db`, `--redis`, `--postgres`); default: the environment's (`IDEMPOTENT_TOOLS_*`), else the default SQLite file. */
+  /**
+   * The proxy's store for external servers: `db` a SQLite file (`--db`); `redis`, `postgres` a
+   * URL, handed to the proxy in its environment, never on its command line (a password there
+   * is readable by every local user). Default: the environment's (`IDEMPOTENT_TOOLS_*`), else
+   * the default SQLite file.
+   */
   db?: string;
   redis?: string;
   postgres?: string;
@@ -344,13 +395,32 @@ export interface McpServersGuardOptions extends ClaudeToolSetOptions {
   config?: string;
 }
 
-/** The proxy command, as this package installs it. */
+/**
+ * The proxy command, as this package installs it: paths and durations only. What may be
+ * secret (a store URL's password, an HTTP server's URL and headers) goes in its environment
+ * (`proxyEnv`): every local user reads a process's arguments (`ps`), only its owner its
+ * environment.
+ */
 function proxyArgs(o: McpServersGuardOptions): string[] {
   const cli = join(__dirname, '..', 'cli.js');
   const flags: string[] = [cli, 'mcp'];
-  for (const f of ['db', 'redis', 'postgres', 'config'] as const) if (o[f] !== undefined) flags.push(`--${f}`, String(o[f]));
+  for (const f of ['db', 'config'] as const) if (o[f] !== undefined) flags.push(`--${f}`, String(o[f]));
   flags.push('--window', o.window ?? '1d', '--tool-call-id');
   return flags;
+}
+
+/** The proxy's store, in its own variables (the proxy keeps them from the server it runs). */
+function proxyEnv(o: McpServersGuardOptions): Record<string, string> {
+  if (o.redis !== undefined) return { [MCP_REDIS_URL]: String(o.redis), [MCP_POSTGRES_URL]: '' };
+  if (o.postgres !== undefined) return { [MCP_POSTGRES_URL]: String(o.postgres), [MCP_REDIS_URL]: '' };
+  return {};
+}
+
+/** A server's own `env` (a record of strings), with the proxy's variables over it. */
+function envWith(own: unknown, proxy: Record<string, string>): Record<string, string> | undefined {
+  const base = own !== null && typeof own === 'object' && !Array.isArray(own) ? (own as Record<string, string>) : undefined;
+  if (Object.keys(proxy).length === 0) return base;
+  return { ...(base ?? {}), ...proxy };
 }
 
 /**
@@ -365,7 +435,16 @@ export function idempotentMcpServers<T extends Record<string, unknown>>(mcpServe
     throw new TypeError(`${WHERE}: idempotentMcpServers(mcpServers) takes query()'s options.mcpServers (an object of servers by name), not ${describe(mcpServers)}`);
   }
   const { db, redis, postgres, window, config, ...toolOptions } = options;
-  const proxy = proxyArgs({ db, redis, postgres, window, config });
+  const stores = Object.entries({ db, redis, postgres }).filter(([, v]) => v !== undefined).map(([k]) => `"${k}"`);
+  if (stores.length > 1) throw new TypeError(`${WHERE}: idempotentMcpServers(): give one store ("db", "redis" or "postgres"), not ${stores.join(' and ')}`);
+  const proxy = proxyArgs({ db, window, config });
+  // Who the external servers' calls belong to: the proxy keys them under it (a value: the
+  // proxy runs per query() and never sees a call's input before it keys it).
+  const { scope } = toolOptions;
+  if (typeof scope === 'function') {
+    throw new TypeError(`${WHERE}: idempotentMcpServers(): "scope" must be a value (the conversation's or user's id, as you build this query's options), not a function: the proxy that guards an external server keys every call of this query under it`);
+  }
+  const store = { ...proxyEnv({ redis, postgres }), ...(scope === undefined ? {} : { [MCP_SCOPE]: canonicalJson(scope) }) };
   const out: Record<string, unknown> = {};
   for (const [name, server] of Object.entries(mcpServers)) {
     const s = server as { type?: unknown; command?: unknown; args?: unknown; env?: unknown; url?: unknown; headers?: unknown };
@@ -374,11 +453,14 @@ export function idempotentMcpServers<T extends Record<string, unknown>>(mcpServe
       out[name] = server;
     } else if ((s.type === undefined || s.type === 'stdio') && typeof s.command === 'string') {
       const args = Array.isArray(s.args) ? (s.args as string[]) : [];
-      out[name] = { ...s, type: 'stdio', command: process.execPath, args: [...proxy, '--', s.command, ...args] };
+      const env = envWith(s.env, store);
+      out[name] = { ...s, type: 'stdio', command: process.execPath, args: [...proxy, '--', s.command, ...args], ...(env === undefined ? {} : { env }) };
     } else if (s.type === 'http' && typeof s.url === 'string') {
-      const headers = s.headers !== null && typeof s.headers === 'object' ? Object.entries(s.headers as Record<string, string>) : [];
+      const headers = s.headers !== null && typeof s.headers === 'object' ? (s.headers as Record<string, string>) : {};
       const { url: _url, headers: _headers, ...others } = s;
-      out[name] = { ...others, type: 'stdio', command: process.execPath, args: [...proxy, '--url', s.url, ...headers.flatMap(([k, v]) => ['--header', `${k}: ${v}`])] };
+      // The URL (a token in its query) and the headers (a bearer token) too: the proxy's environment, not its arguments.
+      const env = envWith(undefined, { ...store, [MCP_URL]: s.url, ...(Object.keys(headers).length === 0 ? {} : { [MCP_HEADERS]: JSON.stringify(headers) }) });
+      out[name] = { ...others, type: 'stdio', command: process.execPath, args: proxy, env };
     } else out[name] = server;
   }
   return out as T;

@@ -22,6 +22,7 @@ import { defaultStore } from '../core/default-store.js';
 import { type IdempotencyEvent, publish } from '../core/events.js';
 import type { Store } from '../core/store.js';
 import { recordReported } from './approval-guard.js';
+import { isNumberedCallId, unknownMessage } from './identity.js';
 import { hitlDecisions, refusalToolMessage, rejectedCallsMessage } from './langchain-hitl.js';
 import { aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph-state.js';
 import {
@@ -261,6 +262,7 @@ export function idempotentToolsMiddleware(options?: IdempotentToolsMiddlewareOpt
             conversation: { thread, checkpoint_ns: ns },
             approvalScope: thread,
             turn: message,
+            ...(message === null && isNumberedCallId(toolCallId) ? { turnUnknown: unknownMessage(WHERE, toolCallId) } : {}),
           };
         },
         approvals: {

@@ -16,6 +16,7 @@
 
 import { running } from '../core/call-context.js';
 import { canonicalJson } from '../core/canonical.js';
+import { isNumberedCallId, unknownMessage } from './identity.js';
 import { hitlDecisions, refusalToolMessage } from './langchain-hitl.js';
 import { type LangGraphConfigLike, aiMessageIdOf, revive, stripTaskIds, toStorable } from './langgraph-state.js';
 import {
@@ -109,6 +110,8 @@ export function toolCallContext(config: LangGraphConfigLike): { thread_id: strin
   const ns = config.configurable?.checkpoint_ns;
   const message_id = aiMessageIdOf(config, tool_call_id);
   const context = { thread_id, checkpoint_ns: typeof ns === 'string' ? stripTaskIds(ns) : '', tool_call_id };
+  // A numbered id (call_0) with no AI message to tell its turn: a later turn's call would be this one.
+  if (message_id === undefined && isNumberedCallId(tool_call_id)) throw unknownMessage('idempotent-tools/langgraph: toolCallContext(config)', tool_call_id);
   return message_id === undefined ? context : { ...context, message_id };
 }
 
@@ -219,6 +222,7 @@ export function idempotentTool<I, R>(
           conversation: { thread: scoped, checkpoint_ns: typeof ns === 'string' ? stripTaskIds(ns) : '' },
           approvalScope: scoped,
           turn: message,
+          ...(message === null && isNumberedCallId(toolCallId) ? { turnUnknown: unknownMessage('idempotent-tools/langgraph', toolCallId) } : {}),
         };
       },
       approvals: {

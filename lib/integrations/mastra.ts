@@ -21,7 +21,7 @@
  * ```
  */
 
-import { callTurn } from './ai-sdk.js';
+import { CannotTellError, ambiguousReplayOf, openingWithNumberedId, turnOfAiSdkCall } from './identity.js';
 import { type Json, type Scope, type ToolHelperOptions, type ToolSetChoices, copyTool, describe, idOf, resolveScope, toolSetOptions, wrapToolCall } from './shared.js';
 
 export type { Json, ToolCallEvent, ToolCallInfo, ToolCallOutcome, ToolReconcileRequest, ToolReconcileAnswer } from './shared.js';
@@ -120,21 +120,27 @@ function wrapMastra<I, R>(
         // message format Mastra passes (never a position: memory caps the history it sends).
         // Call ids that repeat every turn, or every step, are other calls.
         const runId = idOf(context.runId) ?? null;
+        const turn = turnOfAiSdkCall(agent?.messages, toolCallId);
         return {
           framework: 'mastra',
           toolCallId,
           signal: context.abortSignal,
-          scope: { conversation: scoped, run: runId, turn: callTurn(agent?.messages, toolCallId) },
+          scope: { conversation: scoped, run: runId, turn: turn?.turn ?? 'none' },
           conversation: { conversation: scoped },
           approvalScope,
           // The run: approveToolCall resumes it under the same id; a later turn is another run.
           turn: runId,
+          ...(turn === undefined
+            ? { turnUnknown: new CannotTellError('key', `idempotent-tools/mastra: tool call ${toolCallId} came without context.agent.messages, so nothing tells its step (call ids may repeat every step). Let a Mastra agent call it, or give the tool a business key: { key: (input) => \`order-\${input.orderId}\` }.`) }
+            : runId !== null
+              ? {} // the run tells requests apart (a resumed run keeps its id): within it the turn grows step by step
+              : { turnUnknown: openingWithNumberedId('idempotent-tools/mastra', turn, toolCallId), ambiguousReplay: ambiguousReplayOf(turn, undefined) }),
         };
       },
       approvals: {
         reported: async (input, [context], site) => {
           if (requireApproval === undefined || requireApproval === false) return [];
-          if (typeof requireApproval === 'function' && !(await requireApproval(input, context))) return [];
+          if (typeof requireApproval === 'function' && !(await askedAsMastraAsks(requireApproval, input, context))) return [];
           return [{ toolCallId: site.toolCallId, toolName, args: input, decision: 'approve', turn: site.turn ?? null }];
         },
       },
@@ -142,6 +148,24 @@ function wrapMastra<I, R>(
     fn,
     rest as MastraToolOptions<I, R> & Record<string, unknown>,
   ) as (inputData: I, context: MastraContextLike) => Promise<Awaited<R>>;
+}
+
+/**
+ * A tool's `requireApproval` function, asked as Mastra 1.x asks it before the call:
+ * `(input, { args, requestContext, workspace })` with the request context as a plain object
+ * (the tool's `execute` gets the `RequestContext` itself, whose values a plain-object reader
+ * does not see). A function that throws required approval, as for Mastra (which asked the user).
+ */
+async function askedAsMastraAsks(requireApproval: (input: any, context: any) => boolean | Promise<boolean>, input: unknown, context: MastraContextLike): Promise<boolean> {
+  const requestContext = context?.requestContext;
+  const entries = (requestContext as { entries?: unknown } | null | undefined)?.entries;
+  const plain = typeof entries === 'function' ? Object.fromEntries(entries.call(requestContext) as Iterable<[string, unknown]>) : requestContext;
+  const workspace = (context as { workspace?: unknown } | undefined)?.workspace;
+  try {
+    return Boolean(await requireApproval(input, { args: input, requestContext: plain, ...(workspace === undefined ? {} : { workspace }) }));
+  } catch {
+    return true;
+  }
 }
 
 /** The options of `idempotentTools`: every tool's options, and per-tool choices. */

@@ -122,17 +122,47 @@ export const INVALID_PARAMS = -32602;
 export const REPLAYED = 'idempotent-tools/replayed';
 
 /**
+ * The `error.data.type` of SEP-3182 ("Request Idempotency", modelcontextprotocol pull 3182),
+ * for the package's codes it names: the same key with other arguments (or another tool), and
+ * a duplicate still running that the server did not wait for (`onDuplicate: 'raise'`), or
+ * stopped waiting for (`pollTimeoutMs`).
+ */
+const SEP_3182_TYPES: Record<string, string> = {
+  KEY_MISMATCH: 'idempotency_key_conflict',
+  DUPLICATE_IN_FLIGHT: 'idempotency_key_in_progress',
+  IN_FLIGHT_TIMEOUT: 'idempotency_key_in_progress',
+};
+
+/** The client's idempotency key of the call each error came from (see `withClientKey`). */
+const clientKeys = new WeakMap<object, string>();
+
+/** Notes the client's idempotency key on an error its call threw, for `guardErrorOf`'s `data.idempotencyKey`. */
+export function withClientKey(err: unknown, key: string | undefined): unknown {
+  if (key !== undefined && err !== null && typeof err === 'object') clientKeys.set(err, key);
+  return err;
+}
+
+/**
  * The JSON-RPC error that answers a call the guard refused or could not run: a bad
  * idempotency key, or an input that cannot be keyed, is invalid params (-32602); the
  * package's own errors (KeyMismatchError, StoreError, InFlightTimeoutError, ...) are
- * `GUARD_ERROR` with their code in `data["idempotent-tools"]` and the record's key.
+ * `GUARD_ERROR` with their code in `data["idempotent-tools"]` and the record's key, and, in
+ * SEP-3182's shape, `data.type` (a conflict, a call in progress) and `data.idempotencyKey`
+ * (the key as the client sent it, when it sent one).
  * Undefined for any other error (the tool's own).
  */
 export function guardErrorOf(err: unknown, prefix: string): { code: number; message: string; data?: Record<string, unknown> } | undefined {
   if (err instanceof BadCall) return { code: INVALID_PARAMS, message: `${prefix}: ${err.message}` };
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && err instanceof Error) {
-    return { code: GUARD_ERROR, message: err.message, data: { 'idempotent-tools': code, key: (err as { key?: string }).key } };
+    const data: Record<string, unknown> = { 'idempotent-tools': code, key: (err as { key?: string }).key };
+    const type = Object.hasOwn(SEP_3182_TYPES, code) ? SEP_3182_TYPES[code] : undefined;
+    if (type !== undefined) {
+      data.type = type;
+      const given = clientKeys.get(err);
+      if (given !== undefined) data.idempotencyKey = given;
+    }
+    return { code: GUARD_ERROR, message: err.message, data };
   }
   return undefined;
 }

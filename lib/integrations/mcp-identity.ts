@@ -33,7 +33,7 @@ export interface CommandUpstream {
   command: string;
   args: string[];
   cwd: string;
-  env: NodeJS.ProcessEnv;
+  env: Record<string, string | undefined>;
 }
 
 export interface UrlUpstream {

@@ -24,12 +24,15 @@
 
 import { createHash } from 'node:crypto';
 
-import { Unencodable, canonicalJson } from '../core/canonical.js';
+import { Unencodable, canonicalJson, withToJsonApplied } from '../core/canonical.js';
 import { type IdempotencyEvent } from '../core/events.js';
 import { type IdempotentFunction, idempotent } from '../core/idempotent.js';
+import { WAIT_SIGNAL, type WaitingOptions } from '../core/options.js';
 import type { Store } from '../core/store.js';
-import { BadCall, REPLAYED, clientKey, guardErrorOf, INVALID_PARAMS, keyInArguments } from './mcp-call.js';
+import { BadCall, REPLAYED, clientKey, guardErrorOf, INVALID_PARAMS, keyInArguments, withClientKey } from './mcp-call.js';
+import { CannotTellError, type McpArrival, arrivalOf, callerOfMcpCall } from './identity.js';
 import { commandIdentity } from './mcp-identity.js';
+import { eitherSignal, inputEnded } from './mcp-wait.js';
 import { type Json, describe, scopeLabel } from './shared.js';
 
 export type { Json } from './shared.js';
@@ -73,19 +76,29 @@ export interface McpServerToolOptions {
   /** Where records live. Default: `defaultStore()`. */
   store?: Store;
   /**
-   * Who is calling: the records of one scope are never another's. Default: the caller as
-   * the transport knows it: `extra.authInfo` (its `clientId` and `extra.sub`, else a digest of
-   * its token) on Streamable HTTP with auth; else the session (`extra.sessionId`); else, on
-   * stdio, the server's own identity (its command, arguments, folder and environment, as a
-   * digest), since a stdio server serves the one user who started it; fastmcp: the session
-   * `authenticate` returned. A JSON value, or a function of `{ tool, args, extra }`
-   * (`({ extra }) => extra.authInfo.extra.accountId`).
+   * Who is calling: the records of one scope are never another's. Default: the verified
+   * account the call carries, a `sub` claim (`extra.authInfo.extra.sub`, as your token
+   * verifier sets it; fastmcp: `sub` in what `authenticate` returned), else, for
+   * `idempotentServer` on this process's own stdio, the server itself (a stdio server serves
+   * the one user who started it). Anything else is refused with a `CannotTellError` (a
+   * TypeError) naming this option: a session id (a client sends it, and a reconnect gets
+   * another), an access token (refreshed, it would run a retry twice), an OAuth clientId (an
+   * app, shared by its users), an in-process or unauthenticated HTTP transport, and a handler
+   * wrapped alone with `idempotentTool` (it never sees its transport). A JSON value, or a
+   * function of `{ tool, args, extra }` (`({ extra }) => extra.authInfo.extra.accountId`;
+   * `'local'` for a server only one user ever reaches).
    */
   scope?: Json | ((request: ScopeRequest) => Json | undefined);
   /** How long a repeat counts as a retry, in ms, counted from the first call's end (default 10 minutes, as the proxy's). A client's key holds as long. */
   windowMs?: number;
   /** How long a duplicate waits for the same call in flight (default 10 minutes, as the proxy's). */
   pollTimeoutMs?: number;
+  /**
+   * A duplicate of a call still in flight: `'block'` (default) waits for its result (up to
+   * `pollTimeoutMs`, or until its own request is cancelled or its client leaves); `'raise'`
+   * refuses it at once with SEP-3182's `idempotency_key_in_progress` (the client retries later).
+   */
+  onDuplicate?: 'block' | 'raise';
   /** How long a call's claim lives without renewal (renewed while it runs; default 30 s). */
   leaseMs?: number;
   /** A result with `isError: true`: `'rerun'` (default) records a failure, the next call runs again; `'replay'` records it as the call's outcome. */
@@ -109,7 +122,7 @@ export interface McpServerOptions extends McpServerToolOptions {
 
 const WHERE = 'idempotent-tools/mcp-server';
 const MINUTES_10 = 10 * 60_000;
-const TOOL_OPTIONS = new Set(['store', 'scope', 'windowMs', 'pollTimeoutMs', 'leaseMs', 'isError', 'cancel', 'keyPath', 'onEvent', 'server']);
+const TOOL_OPTIONS = new Set(['store', 'scope', 'windowMs', 'pollTimeoutMs', 'onDuplicate', 'leaseMs', 'isError', 'cancel', 'keyPath', 'onEvent', 'server']);
 
 /** A call the guard refused or could not run, as the JSON-RPC error the SDK sends for it. */
 export class McpCallError extends Error {
@@ -144,52 +157,17 @@ function thisServer(): string {
   return processIdentity;
 }
 
-/** The caller, as the transport knows it; undefined when nothing tells callers apart (stateless HTTP without auth). */
-function callerOf(extra: RequestExtraLike & FastMcpContextLike): Json | undefined {
-  const auth = extra.authInfo;
-  if (auth !== null && typeof auth === 'object') {
-    const client = typeof auth.clientId === 'string' ? auth.clientId : null;
-    const sub = auth.extra?.sub;
-    // A subject names the account across token refreshes; without one, the token does.
-    if (typeof sub === 'string' && sub.length > 0) return { auth: client, subject: sub };
-    if (typeof auth.token === 'string' && auth.token.length > 0) return { auth: client, token: sha256(auth.token).slice(0, 32) };
-    throw new TypeError(`${WHERE}: extra.authInfo has neither extra.sub nor a token, so the caller cannot be told apart; pass a "scope" option that names the account.`);
-  }
-  if (extra.session !== undefined && extra.session !== null) {
-    // fastmcp: what authenticate() returned (it may hold a token: only its digest is kept).
-    let json: string;
-    try {
-      json = canonicalJson(extra.session);
-    } catch {
-      throw new TypeError(`${WHERE}: fastmcp's session (what authenticate returned) is not JSON data, so the caller cannot be told apart; pass a "scope" option that names the account.`);
-    }
-    return { session: sha256(json).slice(0, 32) };
-  }
-  if (typeof extra.sessionId === 'string' && extra.sessionId.length > 0) return { session: extra.sessionId };
-  if (extra.requestInfo === undefined) return { stdio: thisServer() };
-  return undefined;
-}
-
-function scopeOf(option: McpServerToolOptions['scope'], request: ScopeRequest): Json {
+/** Who is calling: the "scope" option's answer, else the caller the call carries (identity.ts), else a CannotTellError naming "scope". */
+function scopeOf(option: McpServerToolOptions['scope'], request: ScopeRequest, arrival: McpArrival): Json {
+  if (option === undefined) return callerOfMcpCall(WHERE, request.tool, request.extra, arrival, thisServer);
   let value: Json | undefined;
-  if (option === undefined) {
-    value = callerOf(request.extra);
-    if (value === undefined) {
-      throw new TypeError(
-        `${WHERE}: tool "${request.tool}" was called over HTTP without authInfo and without a session, so nothing tells one caller from another, ` +
-          'and a record must never be shared across accounts. Authenticate the transport (requireBearerAuth sets extra.authInfo), ' +
-          'run it with sessions, or pass a "scope" option ({ scope: ({ extra }) => accountOf(extra) }, or a fixed id for a single-user server).',
-      );
-    }
-    return value;
-  }
   try {
     value = typeof option === 'function' ? option(request) : option;
   } catch (err) {
     throw new TypeError(`${WHERE}: the "scope" option threw: ${err instanceof Error ? err.message : String(err)}. It must return who is calling (an account id, or JSON data).`, { cause: err });
   }
   if (value === undefined || value === null || value === '') {
-    throw new TypeError(`${WHERE}: the "scope" option returned ${describe(value)} for tool "${request.tool}"; it must name who is calling (an account id), so that two accounts never share a record.`);
+    throw new CannotTellError('scope', `${WHERE}: the "scope" option returned ${describe(value)} for tool "${request.tool}"; it must name who is calling (an account id), so that two accounts never share a record.`);
   }
   return value;
 }
@@ -220,6 +198,8 @@ interface Invocation {
   ran: boolean;
   scope: Json;
   rerunErrors: boolean;
+  /** Fires when this request is cancelled or its client leaves: a wait for the same call in flight ends. */
+  waitSignal: AbortSignal | undefined;
 }
 
 /**
@@ -229,7 +209,8 @@ interface Invocation {
  */
 async function runInvocation(_args: Record<string, unknown>, invocation: Invocation): Promise<CallToolResult> {
   invocation.ran = true;
-  const result = await invocation.run();
+  // The client reads the result as JSON either way: a Date is its ISO string on the first call too.
+  const result = withToJsonApplied(await invocation.run()) as CallToolResult;
   if (invocation.rerunErrors && result !== null && typeof result === 'object' && result.isError === true) throw new ToolErrorResult(result, invocation);
   return result;
 }
@@ -237,6 +218,7 @@ async function runInvocation(_args: Record<string, unknown>, invocation: Invocat
 interface ToolPolicy {
   windowMs: number;
   pollTimeoutMs: number;
+  onDuplicate: 'block' | 'raise';
   leaseMs: number;
   isError: 'rerun' | 'replay';
   cancel: 'finish' | 'forward';
@@ -255,6 +237,9 @@ function policyOf(o: McpServerToolOptions, where: string): ToolPolicy {
     const v = o[f];
     if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) throw new RangeError(`${WHERE}: ${where}"${f}" must be a number of milliseconds > 0, not ${describe(v)}`);
   }
+  if (o.onDuplicate !== undefined && o.onDuplicate !== 'block' && o.onDuplicate !== 'raise') {
+    throw new TypeError(`${WHERE}: ${where}"onDuplicate" must be "block" or "raise", not ${describe(o.onDuplicate)}`);
+  }
   if (o.isError !== undefined && o.isError !== 'rerun' && o.isError !== 'replay') throw new TypeError(`${WHERE}: ${where}"isError" must be "rerun" or "replay", not ${describe(o.isError)}`);
   if (o.cancel !== undefined && o.cancel !== 'finish' && o.cancel !== 'forward') throw new TypeError(`${WHERE}: ${where}"cancel" must be "finish" or "forward", not ${describe(o.cancel)}`);
   if (o.keyPath !== undefined && (!Array.isArray(o.keyPath) || o.keyPath.length === 0 || !o.keyPath.every((p) => typeof p === 'string' && p.length > 0))) {
@@ -264,6 +249,7 @@ function policyOf(o: McpServerToolOptions, where: string): ToolPolicy {
   return {
     windowMs: o.windowMs ?? MINUTES_10,
     pollTimeoutMs: o.pollTimeoutMs ?? MINUTES_10,
+    onDuplicate: o.onDuplicate ?? 'block',
     leaseMs: o.leaseMs ?? 30_000,
     isError: o.isError ?? 'rerun',
     cancel: o.cancel ?? 'finish',
@@ -283,44 +269,55 @@ class CallGuard {
     private readonly server: () => string,
     private readonly scope: McpServerToolOptions['scope'],
     private readonly onEvent: ((event: IdempotencyEvent) => void) | undefined,
+    /** Where calls arrive: this process's own stdio (a server's transport says), or not known. */
+    private readonly arrival: () => McpArrival,
   ) {}
 
   private wrapperFor(tool: string, policy: ToolPolicy) {
     let wrapped = this.wrappers.get(tool);
     if (wrapped !== undefined) return wrapped;
     const server = this.server();
-    wrapped = idempotent(runInvocation, {
-        name: `${server}/${tool}`,
-        ...(this.store === undefined ? {} : { store: this.store }),
-        // A retry guard, not a cache: after the window the same call is new work.
-        ttlMs: policy.windowMs,
-        onDuplicate: 'block',
-        pollTimeoutMs: policy.pollTimeoutMs,
-        leaseMs: policy.leaseMs,
-        // The arguments identify the call within its caller's scope; how to run it does not.
-        payload: (args) => args,
-        context: (_args, invocation) => ({ mcpServer: server, scope: invocation.scope }),
-        meta: (_args, invocation) => ({ framework: 'mcp-server', scope: scopeLabel(invocation.scope) }),
-        ...(this.onEvent === undefined ? {} : { onEvent: this.onEvent }),
-    });
+    const options: WaitingOptions<[Record<string, unknown>, Invocation]> = {
+      name: `${server}/${tool}`,
+      ...(this.store === undefined ? {} : { store: this.store }),
+      // A retry guard, not a cache: after the window the same call is new work.
+      ttlMs: policy.windowMs,
+      onDuplicate: policy.onDuplicate,
+      pollTimeoutMs: policy.pollTimeoutMs,
+      leaseMs: policy.leaseMs,
+      // The arguments identify the call within its caller's scope; how to run it does not.
+      payload: (args) => args,
+      context: (_args, invocation) => ({ mcpServer: server, scope: invocation.scope }),
+      meta: (_args, invocation) => ({ framework: 'mcp-server', scope: scopeLabel(invocation.scope) }),
+      ...(this.onEvent === undefined ? {} : { onEvent: this.onEvent }),
+      // A duplicate waiting for the same call in flight stops when its request is gone.
+      [WAIT_SIGNAL]: (_args, invocation) => invocation.waitSignal,
+    };
+    wrapped = idempotent(runInvocation, options);
     this.wrappers.set(tool, wrapped);
     return wrapped;
   }
 
-  /** The call under the guard: run once, replayed from the store after (marked in `_meta`). */
+  /**
+   * The call under the guard: run once, replayed from the store after (marked in `_meta`).
+   * A duplicate that waits for the same call in flight stops when `extra.signal` fires (a
+   * cancel; the SDK's transport closing) or `clientGone` does (a stdio client that closed
+   * its end, which the SDK does not report).
+   */
   async call(
     tool: string,
     params: { arguments?: unknown; _meta?: unknown; idempotencyKey?: unknown },
     extra: RequestExtraLike & FastMcpContextLike,
     policy: ToolPolicy,
     run: (signal: AbortSignal | undefined) => Promise<CallToolResult>,
+    clientGone?: AbortSignal,
   ): Promise<CallToolResult> {
     const args = params.arguments !== null && typeof params.arguments === 'object' && !Array.isArray(params.arguments) ? (params.arguments as Record<string, unknown>) : {};
     const inArguments = policy.keyPath === undefined ? undefined : keyInArguments(args, policy.keyPath);
     const explicit = clientKey({ _meta: params._meta as Record<string, unknown> | undefined, idempotencyKey: params.idempotencyKey }) ?? inArguments?.key;
     const keyed = inArguments?.rest ?? args;
     checkExactNumbers(keyed, 'arguments');
-    const scope = scopeOf(this.scope, { tool, args, extra });
+    const scope = scopeOf(this.scope, { tool, args, extra }, this.arrival());
     try {
       canonicalJson(scope);
     } catch (err) {
@@ -328,8 +325,9 @@ class CallGuard {
       throw new TypeError(`${WHERE}: the scope of tool "${tool}" cannot be keyed: ${err.pathFrom('scope')} is ${err.what}. Return a string id (or JSON data) from "scope".`);
     }
     const signal = policy.cancel === 'forward' ? extra.signal : NEVER;
-    const invocation: Invocation = { run: () => run(signal), ran: false, scope, rerunErrors: policy.isError === 'rerun' };
     const wrapped = this.wrapperFor(tool, policy);
+    const request = eitherSignal([extra.signal, clientGone]);
+    const invocation: Invocation = { run: () => run(signal), ran: false, scope, rerunErrors: policy.isError === 'rerun', waitSignal: request.signal };
     try {
       let result: CallToolResult;
       if (explicit === undefined) result = await wrapped(keyed, invocation);
@@ -343,7 +341,9 @@ class CallGuard {
       return { ...result, _meta: { ...(result._meta ?? {}), [REPLAYED]: true } };
     } catch (err) {
       if (err instanceof ToolErrorResult && err.owner === invocation) return err.result;
-      throw err;
+      throw withClientKey(err, explicit); // a refusal names the client's key (SEP-3182's error.data)
+    } finally {
+      request.release();
     }
   }
 }
@@ -397,7 +397,7 @@ export function idempotentServer<S extends McpServerLike>(server: S, options: Mc
   for (const [name, own] of Object.entries(perTool)) {
     if (own === false) policies.set(name, false);
     else {
-      checkOptions(own as Record<string, unknown>, new Set(['windowMs', 'pollTimeoutMs', 'leaseMs', 'isError', 'cancel', 'keyPath']), `tools["${name}"]`);
+      checkOptions(own as Record<string, unknown>, new Set(['windowMs', 'pollTimeoutMs', 'onDuplicate', 'leaseMs', 'isError', 'cancel', 'keyPath']), `tools["${name}"]`);
       policies.set(name, policyOf({ ...defaults, ...own }, `tools["${name}"]: `));
     }
   }
@@ -413,8 +413,9 @@ export function idempotentServer<S extends McpServerLike>(server: S, options: Mc
   }
   const inner = handlers.get('tools/call')!;
   if ((inner as { [GUARDED]?: true })[GUARDED]) return server; // guarded already
+  declareIdempotency(low);
   const name = () => (typeof defaults.server === 'string' && defaults.server !== '' ? defaults.server : typeof low._serverInfo?.name === 'string' ? low._serverInfo.name : 'mcp-server');
-  const guard = new CallGuard(defaults.store, name, defaults.scope, defaults.onEvent);
+  const guard = new CallGuard(defaults.store, name, defaults.scope, defaults.onEvent, () => arrivalOf(low.transport));
   const registered = () => ((server as unknown as { _registeredTools?: Record<string, { annotations?: { readOnlyHint?: unknown } }> })._registeredTools ?? {});
   const guarded: LowLevelHandler = async (request, extra) => {
     const params = (request?.params ?? {}) as Record<string, unknown>;
@@ -424,8 +425,13 @@ export function idempotentServer<S extends McpServerLike>(server: S, options: Mc
     // Not a tool of this server (its own error answers), a read-only tool, one left out, a task: as without the guard.
     if (!known || own === false || params.task !== undefined || registered()[tool as string]?.annotations?.readOnlyHint === true) return inner(request, extra);
     try {
-      return await guard.call(tool as string, params, extra, own ?? basePolicy, (signal) =>
-        inner(request, signal === extra.signal ? extra : { ...extra, signal }) as Promise<CallToolResult>,
+      return await guard.call(
+        tool as string,
+        params,
+        extra,
+        own ?? basePolicy,
+        (signal) => inner(request, signal === extra.signal ? extra : { ...extra, signal }) as Promise<CallToolResult>,
+        inputEnded(low.transport),
       );
     } catch (err) {
       throw asCallError(err);
@@ -434,6 +440,20 @@ export function idempotentServer<S extends McpServerLike>(server: S, options: Mc
   Object.defineProperty(guarded, GUARDED, { value: true });
   handlers.set('tools/call', guarded);
   return server;
+}
+
+/**
+ * SEP-3182's capability, `tools.idempotency: {}`: a client may rely on the server to keep a
+ * repeated `idempotencyKey` from running twice. Capabilities are fixed at `connect()`: a
+ * server guarded after it is guarded all the same, and says nothing.
+ */
+function declareIdempotency(low: { registerCapabilities?: unknown }): void {
+  if (typeof low.registerCapabilities !== 'function') return;
+  try {
+    (low.registerCapabilities as (c: object) => void).call(low, { tools: { idempotency: {} } });
+  } catch {
+    // Connected already ("Cannot register capabilities after connecting to transport").
+  }
 }
 
 /** A tool handler: the MCP SDK's `(args, extra)` (or `(extra)` for a tool without input), or fastmcp's `execute(args, context)`. */
@@ -456,7 +476,8 @@ export function idempotentTool<A, X, R>(handler: ToolHandler<A, X, R>, options: 
   }
   const policy = policyOf(options, '');
   const server = typeof options.server === 'string' && options.server !== '' ? options.server : 'mcp-server';
-  const guard = new CallGuard(options.store, () => server, options.scope, options.onEvent);
+  // A handler alone never sees its transport: it cannot tell stdio from an in-process transport.
+  const guard = new CallGuard(options.store, () => server, options.scope, options.onEvent, () => 'unknown');
   const wrapped = async function (this: unknown, first: A, second: X): Promise<R> {
     // The MCP SDK calls a tool without an input schema as handler(extra).
     const noInput = second === undefined && isExtra(first);

@@ -18,7 +18,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 
 import { running } from '../core/call-context.js';
-import { Unencodable, canonicalJson } from '../core/canonical.js';
+import { Unencodable, canonicalJson, withToJsonApplied } from '../core/canonical.js';
 import { defaultStore } from '../core/default-store.js';
 import { ToolSuspended, markAborted } from '../core/control-flow.js';
 import { approvalArgsFingerprint } from '../core/approvals.js';
@@ -28,12 +28,13 @@ import '../stores/default-store.js';
 import { KeyMismatchError } from '../core/errors.js';
 import { type IdempotencyEvent, publish } from '../core/events.js';
 import { type IdempotentFunction, idempotent } from '../core/idempotent.js';
-import { type IdempotentOptions, resolveOptions } from '../core/options.js';
+import { type IdempotentOptions, WAIT_SIGNAL, resolveOptions } from '../core/options.js';
 import { stepOfRunningCall } from '../core/step.js';
 import type { RecordMeta, Store } from '../core/store.js';
 import { ApprovalRefusal, type Refusal, type ReportedDecision, checkApproval } from './approval-guard.js';
+import { CannotTellError, type Json } from './identity.js';
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type { Json } from './identity.js';
 
 /** What a helper knows about the tool call it wrapped. */
 export interface ToolCallInfo {
@@ -60,6 +61,13 @@ export interface CallSite extends ToolCallInfo {
   approvalScope?: Json;
   /** The framework's id of the call's turn, for approvals (AI message id, approvalId, output item id, run id). Default: none. */
   turn?: string | null;
+  /**
+   * Why nothing tells this call from another with the same id (the framework's ids repeat
+   * and the call carries no turn): the call is refused unless a business key names it.
+   */
+  turnUnknown?: CannotTellError;
+  /** Why a stored result under this call's key may not be this call's own (identity.ts, `ambiguousReplayOf`), or undefined: then the call is refused. */
+  ambiguousReplay?: ((input: unknown, stored: unknown) => string | undefined) | undefined;
 }
 
 /** A core event, plus which framework tool call it belongs to. */
@@ -238,8 +246,9 @@ function namingTool(err: unknown, where: string, name: string): unknown {
   if (!(err instanceof TypeError) || name === '') return err;
   const prefix = `${where}: `;
   if (!err.message.startsWith(prefix) || err.message.includes(`tool "${name}"`)) return err;
-  const named = new TypeError(`${prefix}tool "${name}": ${err.message.slice(prefix.length)}`, err.cause === undefined ? undefined : { cause: err.cause });
-  return named;
+  const message = `${prefix}tool "${name}": ${err.message.slice(prefix.length)}`;
+  if (err instanceof CannotTellError) return new CannotTellError(err.option, message);
+  return new TypeError(message, err.cause === undefined ? undefined : { cause: err.cause });
 }
 
 /** Whether the core `idempotent()` takes an option (the record metadata option arrived later). */
@@ -359,7 +368,8 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       if (state.suspended) throw new ToolSuspended(value);
       const failure = framework.failedOutput?.(value);
       if (failure !== undefined) throw new ToolErrorOutput(value, failure, state);
-      return framework.toStorable ? framework.toStorable(value) : value;
+      // The model reads the result as text either way: a Date is its ISO string on the first call too.
+      return withToJsonApplied(framework.toStorable ? framework.toStorable(value) : value);
     } catch (thrown) {
       const signal = state.site.signal as { aborted?: unknown } | undefined;
       if (signal !== null && typeof signal === 'object' && signal.aborted === true) markAborted(thrown);
@@ -379,6 +389,8 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
         const info = current.getStore();
         onEvent(info === undefined ? (event as ToolCallEvent) : { ...event, ...info });
       }),
+      // A re-run waiting for the same call in flight stops when the framework aborts it.
+      [WAIT_SIGNAL]: (_input: I, _info: ToolCallInfo, state: CallState) => state.site?.signal,
     };
     if (reconcile !== undefined) {
       core.reconcile = (request: { key: string; name: string; args: Args; attempts: number }) => {
@@ -435,6 +447,9 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
         business = businessKeyFrom(where, businessKey, input);
         key = businessKeyOf(business, name, site.conversation ?? site.scope);
       } else {
+        // Ids that repeat (call_0 every turn) and nothing that tells this call's turn: no key
+        // from the id would be this call's alone. A business key would be (above).
+        if (site.turnUnknown !== undefined) throw site.turnUnknown;
         key = coreFor(name).keyFor(...args);
       }
     } catch (err) {
@@ -447,6 +462,21 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
       }
       if (shown === '') shown = fixedName;
       throw configurationError(namingTool(err, where, shown));
+    }
+    // A stored result that may not be this call's own (its turn, told by content, reads as
+    // an earlier one's): cannot tell a retry from a new call, so refuse.
+    if (business === undefined && site.ambiguousReplay !== undefined) {
+      const record = await ((rest.store as Store | undefined) ?? defaultStore()).get(key);
+      const why = record?.status === 'completed' ? site.ambiguousReplay(input, record.result) : undefined;
+      if (why !== undefined) {
+        throw configurationError(
+          new CannotTellError(
+            'key',
+            `${where}: tool "${name}" call ${site.toolCallId} ${why}: replaying the stored result could skip a call the model asked for again, and running could repeat a retried one. ` +
+              'Give the tool a business key that names the call: { key: (input) => `order-${input.orderId}` }.',
+          ),
+        );
+      }
     }
     // The enclosing wrapped call has this very key (a tool wrapped with idempotentTool under
     // idempotentToolsMiddleware, keyed alike): it is the same call, whose record the enclosing
@@ -516,7 +546,7 @@ export function wrapToolCall<I, Rest extends unknown[], R>(
     const run = async () => {
       let value: unknown = await fn.apply(self, [input, ...frameworkArgs]);
       value = await drained(value, framework.generator);
-      return framework.toStorable ? framework.toStorable(value) : value;
+      return withToJsonApplied(framework.toStorable ? framework.toStorable(value) : value);
     };
     const stepped = stepOfRunningCall(label, run);
     if (stepped === undefined) {

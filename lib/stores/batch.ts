@@ -3,6 +3,11 @@
  * (before its microtasks run out) go to the native store as one batch, and one reply
  * settles them all. A native store that offers `acquireBatch`/`completeBatch` (PostgreSQL,
  * SQLite) is wrapped with `batched()`; every other method passes through.
+ *
+ * A batch fails as a whole only when the crossing itself does (the store closed, a bug);
+ * each call's own trouble is its own reply. So a request joins a batch only once it can
+ * cross: NativeBackedStore checks each one first (requests.ts), and one that cannot is
+ * refused alone, before it is queued, and no other call waits for it.
  */
 
 import type * as native from '../core/native.js';

@@ -241,6 +241,117 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
       assert.equal(runs, 1);
     }));
 
+    it('a result a replay would give back as another value (a Date): completed, refused now and on every replay with how to return it; its ISO string replays as itself', withStore(async (store) => {
+      let runs = 0;
+      const book = idempotent(async function book(when: string) {
+        runs++;
+        return { when: new Date(when), seats: 2 };
+      }, { store });
+      const refused = (err: unknown) =>
+        err instanceof TypeError &&
+        (err as { code?: unknown }).code === 'UNSTORABLE_RESULT' &&
+        /result\.when is a Date.*toISOString\(\)/s.test((err as Error).message);
+      await assert.rejects(book.withKey('booking-7')('2026-12-24T18:00:00.000Z'), refused);
+      assert.equal((await store.get('booking-7'))?.status, 'completed', 'the side effect happened: the record says so');
+      await assert.rejects(book.withKey('booking-7')('2026-12-24T18:00:00.000Z'), (err: Error) => refused(err) && (err as { key?: unknown }).key === 'booking-7');
+      assert.equal(runs, 1);
+      // Returned as the string the Date would be: the same value on the first call and the replay.
+      const bookIso = idempotent(async function bookIso(when: string) {
+        runs++;
+        return { when: new Date(when).toISOString(), seats: 2 };
+      }, { store });
+      const first = await bookIso('2026-12-24T18:00:00.000Z');
+      assert.deepEqual(await bookIso('2026-12-24T18:00:00.000Z'), first);
+      assert.equal(runs, 2);
+    }));
+
+    it('a call refused for its input fails alone: every other call of its turn runs once and returns its own result', async () => {
+      // A store may send the calls of one turn of the event loop together (a batch, a
+      // pipeline); a call it cannot take must still fail alone, with its TypeError: one
+      // client's bad key never fails another account's call. Each input on a store just
+      // made (the turn that opens it) and again once it is in use.
+      for (const bad of REFUSABLE_CALLS) {
+        const store = await target.makeStore();
+        try {
+          const runs = new Map<number, number>();
+          const op = idempotent(async function op(n: number) {
+            runs.set(n, (runs.get(n) ?? 0) + 1);
+            return { n };
+          }, { store });
+          const named = idempotent(async (n: number) => ({ n }), { store, name: `op-${HALF_EMOJI}` });
+          for (const turn of [1, 2]) {
+            const at = 31; // of 64
+            const calls = Array.from({ length: 64 }, (_, i) => {
+              const n = turn * 1000 + i;
+              if (i === at) return (async () => bad.call({ op, named, n }))(); // withKey refuses some keys at once
+              return i % 2 ? op.withKey(`turn-${turn}-${i}`)(n) : op(n); // business keys and derived ones
+            });
+            const settled = await Promise.allSettled(calls);
+            const how = `${bad.what}, turn ${turn}`;
+            settled.forEach((s, i) => {
+              if (i === at) return;
+              const n = turn * 1000 + i;
+              assert.equal(s.status, 'fulfilled', `${how}: call ${i} failed with the refused one: ${s.status === 'rejected' ? (s.reason as Error)?.message : ''}`);
+              assert.deepEqual((s as PromiseFulfilledResult<unknown>).value, { n }, `${how}: call ${i} returned another call's result`);
+              assert.equal(runs.get(n), 1, `${how}: call ${i} ran ${runs.get(n) ?? 0} times`);
+            });
+            const own = settled[at]!;
+            if (own.status === 'rejected') {
+              const err = own.reason as Error;
+              assert.ok(err instanceof TypeError, `${how}: refused with ${err?.name} (${err?.message}), not a TypeError`);
+              assert.match(err.message, bad.refused, `${how}: the TypeError does not name what is wrong`);
+            } else {
+              // A store may keep what another cannot (lone surrogates and U+0000 are
+              // strings like any other in memory): then kept exactly, as its own record.
+              assert.ok(bad.kept !== undefined, `${how}: not refused (every store refuses it)`);
+              assert.deepEqual(own.value, { n: turn * 1000 + at }, `${how}: kept, yet its result is not its own`);
+              assert.equal((await store.get(bad.kept))?.key, bad.kept, `${how}: kept, yet not under its exact key`);
+              await store.clear(bad.kept); // the next turn calls it again, as new
+            }
+          }
+        } finally {
+          await store.close();
+        }
+      }
+    });
+
+    it('the settles of one turn: a result the store cannot keep and texts with lone surrogates settle alone, and every other call is recorded', withStore(async (store) => {
+      const release = gate();
+      const runs = new Map<number, number>();
+      const text = `half ${HALF_EMOJI} and nul \0`;
+      const op = idempotent(async function op(n: number) {
+        runs.set(n, (runs.get(n) ?? 0) + 1);
+        await release.promise; // every call returns in the same turn: their settles go together
+        if (n === 10) return { handle: 10n }; // completed, but its result cannot be stored
+        if (n === 20) throw new Error(`declined: ${text}`);
+        if (n === 30) return text;
+        return { n };
+      }, { store });
+      const calls = Array.from({ length: 64 }, (_, n) => op(n));
+      while (runs.size < 64) await new Promise((r) => setImmediate(r)); // every call claimed and running
+      release.open();
+      const settled = await Promise.allSettled(calls);
+      const expect = (n: number) => (n === 30 ? text : { n });
+      settled.forEach((s, n) => {
+        if (n === 10) {
+          assert.ok(s.status === 'rejected' && s.reason instanceof TypeError && /cannot be stored/.test(s.reason.message), `call 10: ${String((s as PromiseRejectedResult).reason)}`);
+        } else if (n === 20) {
+          assert.ok(s.status === 'rejected' && (s.reason as Error).message === `declined: ${text}`, 'call 20: not its own error');
+        } else {
+          assert.equal(s.status, 'fulfilled', `call ${n} failed: ${s.status === 'rejected' ? (s.reason as Error)?.message : ''}`);
+          assert.deepEqual((s as PromiseFulfilledResult<unknown>).value, expect(n));
+        }
+      });
+      assert.equal((await store.get(op.keyFor(10)))?.status, 'completed');
+      assert.deepEqual((await store.get(op.keyFor(20)))?.error, { name: 'Error', message: `declined: ${text}` }, 'the error text is kept exactly');
+      for (let n = 0; n < 64; n++) {
+        if (n === 10 || n === 20) continue;
+        assert.deepEqual(await op(n), expect(n), `call ${n} replays its own result`);
+      }
+      await assert.rejects(op(20), /declined/); // a failed call runs again
+      assert.deepEqual([...runs].filter(([, r]) => r !== 1), [[20, 2]], 'every other call ran once');
+    }));
+
     it("'raise': a call whose key is in flight throws DuplicateInFlightError at once", withStore(async (store) => {
       let runs = 0;
       const release = gate();
@@ -562,6 +673,30 @@ export function storeConformance(runner: Runner, target: ConformanceTarget): voi
     }));
   });
 }
+
+/** Half of an emoji (U+1F642 cut after its first UTF-16 unit): a lone surrogate, as a key cut to a length in code units has. */
+const HALF_EMOJI = '\u{1F642}'.slice(0, 1);
+
+/** Wrappers a refusable call may use: `op(n)` returns `{ n }`; `named` is the same, under a name cut in the middle of an emoji. */
+interface Wrappers {
+  op: ((n: number) => Promise<unknown>) & { withKey(key: string): (n: number) => Promise<unknown> };
+  named: ((n: number) => Promise<unknown>) & { withKey(key: string): (n: number) => Promise<unknown> };
+  n: number;
+}
+
+/**
+ * Calls with input a store refuses (or, where `kept` names the key, may keep exactly
+ * instead): the kinds of input refused per call, whatever the store.
+ */
+const REFUSABLE_CALLS: Array<{ what: string; call: (w: Wrappers) => Promise<unknown>; refused: RegExp; kept?: string }> = [
+  { what: 'a business key cut in the middle of an emoji', call: ({ op, n }) => op.withKey(`order-${HALF_EMOJI}`)(n), refused: /the key .*lone UTF-16 surrogate/, kept: `order-${HALF_EMOJI}` },
+  { what: 'a name cut in the middle of an emoji, under a business key', call: ({ named, n }) => named.withKey('named-order')(n), refused: /the name .*lone UTF-16 surrogate/, kept: 'named-order' },
+  { what: 'a name cut in the middle of an emoji, under a derived key', call: ({ named, n }) => named(n), refused: /the name .*lone UTF-16 surrogate/ },
+  { what: 'a key with U+0000', call: ({ op, n }) => op.withKey('order-\0')(n), refused: /U\+0000/, kept: 'order-\0' },
+  { what: "a key reserved for the package's own records", call: ({ op, n }) => op.withKey('idempotent-tools:key-id-secret')(n), refused: /is reserved/ },
+  { what: 'a key over maxKeyBytes', call: ({ op, n }) => op.withKey('k'.repeat(4096))(n), refused: /maxKeyBytes/ },
+  { what: 'arguments that are not JSON data', call: ({ op, n }) => op(BigInt(n) as never), refused: /BigInt/ },
+];
 
 /** The records of `name`'s steps (their names are `name.step("label")`). */
 async function stepsOf(store: Store, name: string): Promise<IdempotencyRecord[]> {

@@ -56,6 +56,20 @@ export function storeFromEnvironment(): StoreChoice {
   return { kind: 'sqlite', path: defaultStorePath() };
 }
 
+/**
+ * A store made from an environment variable's value: an error about the value names the
+ * variable it came from (not `RedisStore` or `--redis`, which the user never wrote).
+ */
+function fromVariable(variable: string, open: () => Store): Store {
+  try {
+    return open();
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+    const message = err.message.replace(/^(RedisStore|PostgresStore): /, '');
+    throw new TypeError(`idempotent-tools: ${variable} (in the environment): ${message}; fix or unset the variable`, { cause: err });
+  }
+}
+
 /** The stores the environment named so far, one per choice (and project, for SQLite). */
 const opened = new Map<string, Store & { closed?: boolean }>();
 
@@ -65,13 +79,13 @@ function opening(choice: StoreChoice): { id: string; place: () => string; open: 
       return {
         id: JSON.stringify(['redis', choice.url, choice.prefix ?? null]),
         place: () => redisPlace(choice.url, choice.prefix),
-        open: () => new RedisStore({ url: choice.url, prefix: choice.prefix }),
+        open: () => fromVariable('IDEMPOTENT_TOOLS_REDIS_URL', () => new RedisStore({ url: choice.url, prefix: choice.prefix })),
       };
     case 'postgres':
       return {
         id: JSON.stringify(['postgres', choice.url, choice.table ?? null]),
         place: () => postgresPlace({ connectionString: choice.url }, choice.table),
-        open: () => new PostgresStore({ url: choice.url, table: choice.table }),
+        open: () => fromVariable('IDEMPOTENT_TOOLS_POSTGRES_URL', () => new PostgresStore({ url: choice.url, table: choice.table })),
       };
     case 'sqlite': {
       const path = resolve(choice.path);

@@ -7,9 +7,10 @@
 
 import { asStoreError } from '../core/errors.js';
 import { listRecentFallback } from '../core/record-query.js';
-import { InexactStringError } from '../core/exact-strings.js';
+import { RefusedInputError } from '../core/refused-input.js';
 import { withoutKeyIdSecret } from '../core/key-id.js';
 import type * as native from '../core/native.js';
+import { type TextRule, checkAcquire, checkRenew, checkSettle } from './requests.js';
 import {
   type AcquireRequest,
   type AcquireResult,
@@ -41,7 +42,7 @@ export interface NativeStore {
   get(key: string): Promise<native.NativeRecord | null>;
   listRecords(status?: string | null, limit?: number | null): Promise<native.NativeRecord[]>;
   stats(): Promise<native.NativeStats>;
-  /** SQLite's filtered listing (see src/sqlite/listing.rs); Redis has none. */
+  /** The filtered listing of SQLite (src/sqlite/listing.rs) and Postgres (src/postgres/sql/recent.sql); Redis has none. */
   listRecent?(query: native.RecentQuery): Promise<native.RecentRecords>;
   close(): Promise<void>;
   peekReplay?(key: string, fingerprint: string): native.ReplayHit | null;
@@ -76,7 +77,7 @@ function toSettle(r: SettleRequest): native.SettleRequest {
     key: r.key,
     token: r.token,
     result: r.resultJson,
-    error: r.error === undefined ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message }),
+    error: r.error == null ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message }),
     ttlMs: r.ttlMs,
     ...(r.durationMs === undefined ? {} : { durationMs: r.durationMs }),
   } as native.SettleRequest;
@@ -87,7 +88,14 @@ export abstract class NativeBackedStore implements Store {
   #opening: Promise<NativeStore> | undefined;
   #closed = false;
 
-  protected constructor(private readonly open: () => Promise<NativeStore>) {
+  /**
+   * `textRule`: the store's own rule for the strings of a call's request (see
+   * requests.ts), besides crossing exactly.
+   */
+  protected constructor(
+    private readonly open: () => Promise<NativeStore>,
+    private readonly textRule?: TextRule,
+  ) {
     this.#opening = this.#start();
   }
 
@@ -133,29 +141,45 @@ export abstract class NativeBackedStore implements Store {
     try {
       return await op(n);
     } catch (err) {
-      if (err instanceof InexactStringError) throw err; // bad input, not a store failure
+      if (err instanceof RefusedInputError) throw err; // bad input, not a store failure
       throw asStoreError(err, key);
     }
   }
 
+  // acquire, renew, complete and fail check their request first (requests.ts): one that
+  // cannot cross is refused alone, before it joins the turn's batch (batch.ts).
+
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    const out = await this.#call(request.key, (n) =>
-      n.acquire({ ...request, meta: request.meta === undefined ? undefined : JSON.stringify(request.meta) } as native.AcquireRequest),
-    );
+    const meta = checkAcquire(request, `${this.constructor.name}.acquire`, this.textRule);
+    const out = await this.#call(request.key, (n) => n.acquire({ ...request, meta } as native.AcquireRequest));
     if (out.acquired) return { acquired: true, token: out.token!, attempts: out.attempts, takenOver: out.takenOver };
     return { acquired: false, record: toRecord(out.record!) };
   }
 
   renew(key: string, token: string, leaseMs: number): Promise<boolean> {
+    try {
+      checkRenew(key, token, leaseMs, `${this.constructor.name}.renew`, this.textRule);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return this.#call(key, (n) => n.renew(key, token, leaseMs));
   }
 
   complete(request: SettleRequest): Promise<boolean> {
-    return this.#call(request.key, (n) => n.complete(toSettle(request)));
+    return this.#settle('complete', request);
   }
 
   fail(request: SettleRequest): Promise<boolean> {
-    return this.#call(request.key, (n) => n.fail(toSettle(request)));
+    return this.#settle('fail', request);
+  }
+
+  #settle(op: 'complete' | 'fail', request: SettleRequest): Promise<boolean> {
+    try {
+      checkSettle(request, `${this.constructor.name}.${op}`, this.textRule);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#call(request.key, (n) => n[op](toSettle(request)));
   }
 
   async release(key: string, options?: ReleaseOptions): Promise<boolean> {
@@ -186,7 +210,7 @@ export abstract class NativeBackedStore implements Store {
     return withoutKeyIdSecret(rows, options).map(toRecord);
   }
 
-  /** See `Store.listRecent`: in the store's own query where its native half has one (SQLite). */
+  /** See `Store.listRecent`: in the store's own query where its native half has one (SQLite, Postgres). */
   async listRecent(query: RecentQuery = {}): Promise<RecentRecords> {
     const n = await this.#use();
     if (n.listRecent === undefined) return listRecentFallback(this, query); // through listRecords, which leaves it out

@@ -10,8 +10,9 @@ import * as native from '../core/native.js';
 import { type BatchingNativeStore, batched } from './batch.js';
 import { NativeBackedStore } from './native-store.js';
 import { RECORDS_PLACE } from '../core/names.js';
-import { InexactStringError, checkWellFormed } from '../core/exact-strings.js';
-import type { AcquireRequest, AcquireResult, IdempotencyRecord } from '../core/store.js';
+import { checkWellFormed } from '../core/exact-strings.js';
+import { RefusedInputError } from '../core/refused-input.js';
+import type { IdempotencyRecord } from '../core/store.js';
 
 export interface PostgresStoreOptions {
   /** `postgres://[user[:password]@]host[:port]/database[?sslmode=require|verify-full…]`. Default `$DATABASE_URL`. */
@@ -47,6 +48,12 @@ const OPTIONS = new Set(['url', 'table', 'poolSize', 'connectTimeoutMs', 'comman
 const BATCHES_IN_FLIGHT = 2;
 /** Rows one periodic pass deletes at most (PRUNE_BATCH in src/postgres/sql.rs). */
 const PRUNE_BATCH = 1000;
+/**
+ * Full passes run back to back at most (10 million rows, as one `prune()`), then the
+ * interval: a server (or a proxy in front of it) that always reports a full pass would
+ * otherwise keep the store pruning without a pause for as long as it is open.
+ */
+const MAX_PASSES_BACK_TO_BACK = 10_000;
 
 export class PostgresStore extends NativeBackedStore {
   /** The server's URL with any password replaced by `***`. */
@@ -80,7 +87,9 @@ export class PostgresStore extends NativeBackedStore {
     // statement, and one commit, on the server; while BATCHES_IN_FLIGHT of a kind are out,
     // more calls wait and go together.
     const raw = store as unknown as BatchingNativeStore;
-    super(async () => batched(raw, BATCHES_IN_FLIGHT));
+    // Every call's strings are held to PostgreSQL's text (postgresText) before the call
+    // joins a batch: one statement carries the batch, and a string it refuses would fail it.
+    super(async () => batched(raw, BATCHES_IN_FLIGHT), postgresText);
     this.#pg = store;
     this.path = store.path;
     this.table = store.table;
@@ -95,15 +104,6 @@ export class PostgresStore extends NativeBackedStore {
     return this.#place;
   }
 
-  override acquire(request: AcquireRequest): Promise<AcquireResult> {
-    try {
-      checkPostgresText(request.key, request.name);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return super.acquire(request);
-  }
-
   override get(key: string): Promise<IdempotencyRecord | null> {
     try {
       checkPostgresText(key);
@@ -114,15 +114,20 @@ export class PostgresStore extends NativeBackedStore {
   }
 
   /**
-   * Retention: one bounded pass of `prune` after `delay`, then the next. Best effort: a
-   * failed pass (the server down, a role that may not delete) waits for the next
-   * interval, and never fails a call. The timer does not keep the process alive.
+   * Retention: one bounded pass of `prune` after `delay`, then the next: at once after a
+   * full pass (up to MAX_PASSES_BACK_TO_BACK of them in a row), else after `interval`.
+   * Best effort: a failed pass (the server down, a role that may not delete) waits for
+   * the next interval, and never fails a call. The timer does not keep the process alive.
    */
-  #prune(delay: number, interval: number): void {
+  #prune(delay: number, interval: number, fullInARow = 0): void {
     if (this.closed) return;
     this.#pruneTimer = setTimeout(() => {
       this.#pg.pruneBatch().then(
-        (n) => this.#prune(n >= PRUNE_BATCH ? 0 : interval, interval),
+        (n) => {
+          const full = n >= PRUNE_BATCH ? fullInARow + 1 : 0;
+          if (full > 0 && full < MAX_PASSES_BACK_TO_BACK) this.#prune(0, interval, full);
+          else this.#prune(interval, interval);
+        },
         () => this.#prune(interval, interval),
       );
     }, delay);
@@ -309,28 +314,52 @@ export function postgresPlace(where: PgLocation, table: string | undefined): str
  */
 export const POSTGRES_MAX_KEY_BYTES = 2048;
 
+/** How messages name the strings of a request (see postgresText). */
+const FIELDS: Record<string, string> = {
+  key: 'key',
+  name: 'name',
+  fingerprint: 'fingerprint',
+  token: "claim's token",
+  resultJson: 'JSON text of the result',
+};
+
 /**
- * @internal What PostgreSQL text cannot hold, refused before anything runs, as bad input
- * (a `TypeError`, never the `StoreError` that callers retry): U+0000 in a key or name,
- * a lone UTF-16 surrogate (it would arrive as U+FFFD, and two keys would become one),
- * and keys longer than POSTGRES_MAX_KEY_BYTES. Shared by PostgresStore and idempotentTx.
+ * @internal PostgreSQL's rule for the strings of a call's request (a `TextRule`, see
+ * requests.ts), refused before anything runs, as bad input (a `TypeError`, never the
+ * `StoreError` that callers retry): U+0000 in any of them (PostgreSQL text cannot hold it),
+ * and a key longer than POSTGRES_MAX_KEY_BYTES.
  */
-export function checkPostgresText(key: string, name?: string): void {
-  for (const [what, value] of [['key', key], ['name', name]] as const) {
-    if (typeof value === 'string') checkWellFormed(value, what, 'PostgreSQL');
-    if (typeof value === 'string' && value.includes('\0')) {
-      throw new InexactStringError(
-        `idempotent-tools: the ${what} ${JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value)} contains ` +
-          'the character U+0000, which PostgreSQL text cannot hold (SQLite and Redis can); use another ' +
-          (what === 'key' ? 'key (a derived key, or one without U+0000)' : 'name'),
+export function postgresText(value: string, field: string, where: string): void {
+  if (value.includes('\0')) {
+    const what = FIELDS[field] ?? `"${field}"`;
+    const shown = field === 'key' || field === 'name' ? ` ${JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value)}` : '';
+    throw new RefusedInputError(
+      `idempotent-tools: ${where}: the ${what}${shown} contains the character U+0000, which PostgreSQL text cannot hold ` +
+        '(SQLite and Redis can); use another ' +
+        (field === 'key' ? 'key (a derived key, or one without U+0000)' : field === 'name' ? 'name' : 'value, without U+0000'),
+    );
+  }
+  if (field === 'key') {
+    const bytes = value.length * 3 > POSTGRES_MAX_KEY_BYTES ? Buffer.byteLength(value, 'utf8') : 0;
+    if (bytes > POSTGRES_MAX_KEY_BYTES) {
+      throw new RefusedInputError(
+        `idempotent-tools: ${where}: the key ${JSON.stringify(`${value.slice(0, 40)}...`)} is ${bytes} bytes long; PostgreSQL's ` +
+          `index holds keys of at most ${POSTGRES_MAX_KEY_BYTES} bytes (UTF-8). Use a shorter key (a hash of it, say)`,
       );
     }
   }
-  const bytes = Buffer.byteLength(key, 'utf8');
-  if (bytes > POSTGRES_MAX_KEY_BYTES) {
-    throw new InexactStringError(
-      `idempotent-tools: the key ${JSON.stringify(`${key.slice(0, 40)}...`)} is ${bytes} bytes long; PostgreSQL's ` +
-        `index holds keys of at most ${POSTGRES_MAX_KEY_BYTES} bytes (UTF-8). Use a shorter key (a hash of it, say)`,
-    );
+}
+
+/**
+ * @internal What PostgreSQL text cannot hold in a key and a name (postgresText), and a
+ * lone UTF-16 surrogate (it would arrive as U+FFFD, and two keys would become one).
+ * Shared by PostgresStore's reads and idempotentTx.
+ */
+export function checkPostgresText(key: string, name?: string): void {
+  checkWellFormed(key, 'key', 'PostgreSQL');
+  postgresText(key, 'key', 'PostgreSQL');
+  if (typeof name === 'string') {
+    checkWellFormed(name, 'name', 'PostgreSQL');
+    postgresText(name, 'name', 'PostgreSQL');
   }
 }

@@ -13,9 +13,9 @@
  */
 
 import { asStoreError } from '../core/errors.js';
-import { checkArguments } from '../core/exact-strings.js';
 import * as native from '../core/native.js';
 import { NativeBackedStore, type NativeStore } from './native-store.js';
+import { checkAcquire, checkRenew, checkSettle } from './requests.js';
 import { RECORDS_PLACE } from '../core/names.js';
 import type { AcquireRequest, AcquireResult, IdempotencyRecord, RecordStatus, SettleRequest } from '../core/store.js';
 
@@ -117,10 +117,10 @@ class Calls {
 
   acquire(r: AcquireRequest): Promise<AcquireResult> {
     return new Promise((resolve, reject) => {
-      // Keys and names cross exactly or not at all (exact-strings.ts); the other fields
-      // are hex or JSON text, which never holds a lone surrogate.
-      checkArguments([r.key, r.name], ['key', 'name'], 'RedisStore.acquire');
-      const meta = r.meta === undefined ? undefined : JSON.stringify(r.meta);
+      // A request that cannot cross (a lone surrogate, a field of the wrong type, which
+      // would break the string's framing) is refused here, alone (requests.ts); a throw in
+      // this executor rejects this call's promise only.
+      const meta = checkAcquire(r, 'RedisStore.acquire');
       const op =
         `a${r.leaseMs},${r.force ? 1 : 0},${r.key.length},${r.name.length},${r.fingerprint.length},${meta === undefined ? -1 : meta.length};` +
         `${r.key}${r.name}${r.fingerprint}${meta ?? ''}`;
@@ -146,9 +146,9 @@ class Calls {
   /** `complete` ('c') or `fail` ('f'). */
   settle(kind: 'c' | 'f', r: SettleRequest): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      checkArguments([r.key, r.token], ['key', 'token'], kind === 'c' ? 'RedisStore.complete' : 'RedisStore.fail');
-      const result = r.resultJson;
-      const error = r.error === undefined ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message });
+      checkSettle(r, kind === 'c' ? 'RedisStore.complete' : 'RedisStore.fail');
+      const result = r.resultJson ?? undefined;
+      const error = r.error == null ? undefined : JSON.stringify({ name: r.error.name, message: r.error.message });
       const op =
         `${kind}${r.ttlMs ?? ''},${r.durationMs ?? ''},${r.key.length},${r.token.length},${result === undefined ? -1 : result.length},${error === undefined ? -1 : error.length};` +
         `${r.key}${r.token}${result ?? ''}${error ?? ''}`;
@@ -158,7 +158,7 @@ class Calls {
 
   renew(key: string, token: string, leaseMs: number): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      checkArguments([key, token], ['key', 'token'], 'RedisStore.renew');
+      checkRenew(key, token, leaseMs, 'RedisStore.renew');
       this.#add(`r${leaseMs},${key.length},${token.length};${key}${token}`, {
         key,
         fail: reject,

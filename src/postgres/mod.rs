@@ -19,6 +19,7 @@ mod target;
 #[cfg(test)]
 mod tests;
 
+use futures_util::TryStreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,7 +30,9 @@ use tokio_postgres::Row;
 use crate::batch_reply::{AcquireReply, SettleReply};
 use crate::claim::{whole_ms, AcquireOutcome, AcquireRequest};
 use crate::failure::{guarded, StoreFailure, StoreResult};
-use crate::record::{NativeRecord, NativeStats, SettleRequest, COMPLETED};
+use crate::record::{
+    NativeRecord, NativeStats, RecentQuery, RecentRecords, SettleRequest, COMPLETED,
+};
 use crate::token::new_token;
 use listen::Listening;
 use pool::Pool;
@@ -43,6 +46,19 @@ const DEFAULT_POOL_SIZE: u32 = 4;
 /// after the statement's snapshot (each try takes a new snapshot, so this is rarely more
 /// than 1).
 const SEND_TRIES: usize = 8;
+/// The most full batches one `prune()` deletes (10 million rows): see `prune`.
+const MAX_PRUNE_BATCHES: u32 = 10_000;
+/// A batch of prune that the server says deleted `n` rows, more than it asked for.
+fn over_batch(n: u64) -> String {
+    format!(
+        "the server says a batch of prune deleted {n} rows, more than the {PRUNE_BATCH} it \
+         asks for:{BROKEN_SERVER}"
+    )
+}
+
+/// What an error about a reply no PostgreSQL would send says about its cause.
+const BROKEN_SERVER: &str = " a broken or hostile server, or a proxy in front of it, that \
+    would keep prune going forever, so it stopped. Check what answers at this address";
 
 #[napi(object)]
 pub struct PostgresOptions {
@@ -108,7 +124,11 @@ fn record_row(row: &Row) -> NativeRecord {
     }
 }
 
-/// PostgreSQL text cannot hold U+0000: say so, instead of the server's encoding error.
+/// PostgreSQL text cannot hold U+0000: say so, instead of the server's encoding error. A
+/// batch's statement carries every request of its round, and one string the server refuses
+/// would fail them all: so every text field of each request is checked first, and a request
+/// that fails is answered alone. (The TypeScript side refuses these before they are sent,
+/// as TypeErrors: lib/stores/postgres-store.ts, `postgresText`.)
 fn check_text(what: &str, value: &str) -> StoreResult<()> {
     if value.contains('\0') {
         return Err(StoreFailure::new(format!(
@@ -120,6 +140,16 @@ fn check_text(what: &str, value: &str) -> StoreResult<()> {
 }
 
 /// The only answer of a batch of one.
+/// `check_text` on each present field of a request.
+fn check_texts(fields: &[(&str, Option<&str>)]) -> StoreResult<()> {
+    for (what, value) in fields {
+        if let Some(value) = value {
+            check_text(what, value)?;
+        }
+    }
+    Ok(())
+}
+
 fn one<T>(mut answers: Vec<StoreResult<T>>) -> StoreResult<T> {
     answers.pop().unwrap_or_else(|| {
         Err(StoreFailure::new(
@@ -207,7 +237,12 @@ impl Inner {
         let mut tries = vec![0usize; reqs.len()];
         let mut todo: Vec<usize> = Vec::with_capacity(reqs.len());
         for (i, r) in reqs.iter().enumerate() {
-            match check_text("key", &r.key).and_then(|_| check_text("name", &r.name)) {
+            match check_texts(&[
+                ("key", Some(&r.key)),
+                ("name", Some(&r.name)),
+                ("fingerprint", Some(&r.fingerprint)),
+                ("meta", r.meta.as_deref()),
+            ]) {
                 Ok(()) => todo.push(i),
                 Err(e) => out[i] = Some(Err(e)),
             }
@@ -325,7 +360,12 @@ impl Inner {
         let mut tries = vec![0usize; reqs.len()];
         let mut todo = Vec::with_capacity(reqs.len());
         for (i, r) in reqs.iter().enumerate() {
-            match check_text("key", &r.key) {
+            match check_texts(&[
+                ("key", Some(&r.key)),
+                ("token", Some(&r.token)),
+                ("result", r.result.as_deref()),
+                ("error", r.error.as_deref()),
+            ]) {
                 Ok(()) => todo.push(i),
                 Err(e) => out[i] = Some(Err(e)),
             }
@@ -402,7 +442,7 @@ impl Inner {
     }
 
     async fn renew(&self, key: String, token: String, lease_ms: f64) -> StoreResult<bool> {
-        check_text("key", &key)?;
+        check_texts(&[("key", Some(&key)), ("token", Some(&token))])?;
         let lease = whole_ms(lease_ms);
         let row = self
             .pool
@@ -452,6 +492,49 @@ impl Inner {
             })
             .await?;
         Ok(rows.iter().map(record_row).collect())
+    }
+
+    /// `listRecent`: the newest matching records, at most `limit`, filtered, sorted and
+    /// cut by the server (see `recent.sql`), and how many matched; the client reads only
+    /// the rows it returns. Before, the listing read every row with its result.
+    async fn recent(&self, query: RecentQuery) -> StoreResult<RecentRecords> {
+        const WHAT: &str = "PostgreSQL list failed";
+        for (what, text) in [("status", &query.status), ("name", &query.name)] {
+            if let Some(text) = text {
+                check_text(what, text)?;
+            }
+        }
+        let since = query.updated_since.map(|t| t.floor() as i64);
+        let with_results = query.with_results == Some(true);
+        let limit = query.limit.map(i64::from);
+        let (rows, count) = self
+            .pool
+            .run(WHAT, |s| {
+                let (page, count) = (
+                    self.pool.sql.recent.clone(),
+                    self.pool.sql.recent_count.clone(),
+                );
+                let (status, name) = (&query.status, &query.name);
+                async move {
+                    let rows = s
+                        .client
+                        .query(
+                            page.as_str(),
+                            &[status, name, &since, &with_results, &limit],
+                        )
+                        .await?;
+                    let count = s
+                        .client
+                        .query_one(count.as_str(), &[status, name, &since])
+                        .await?;
+                    Ok((rows, count))
+                }
+            })
+            .await?;
+        Ok(RecentRecords {
+            records: rows.iter().map(record_row).collect(),
+            matched: u32::try_from(count.get::<_, i64>(0)).unwrap_or(u32::MAX),
+        })
     }
 
     async fn stats(&self) -> StoreResult<NativeStats> {
@@ -504,30 +587,65 @@ impl Inner {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    /// One batch of `prune.sql` from `from` (epoch ms): how many rows the server says it
+    /// deleted (its command tag), and the greatest expiry among the rows it returned,
+    /// where the next batch starts.
+    async fn prune_from(&self, from: i64) -> StoreResult<(u64, Option<i64>)> {
+        const WHAT: &str = "PostgreSQL prune failed";
+        let (n, reached) = self
+            .pool
+            .run(WHAT, |s| async move {
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&PRUNE_BATCH, &from];
+                let rows = s.client.query_raw(&s.st.prune, params).await?;
+                futures_util::pin_mut!(rows);
+                let mut reached: Option<i64> = None;
+                while let Some(row) = rows.try_next().await? {
+                    let at: Option<i64> = row.get(0);
+                    reached = reached.max(at);
+                }
+                Ok((rows.rows_affected().unwrap_or(0), reached))
+            })
+            .await?;
+        if n > PRUNE_BATCH as u64 {
+            return Err(self.pool.target.failure(WHAT, over_batch(n)));
+        }
+        Ok((n, reached))
+    }
+
+    /// Deletes every expired row, a batch at a time, while batches come back full, each
+    /// batch going on in expiry order from where the last one ended (see `prune.sql`), so
+    /// every batch costs the same. A server (or a proxy in front of it) that always
+    /// reports a full batch would keep this going forever: it stops after
+    /// `MAX_PRUNE_BATCHES` full batches, and at once on a batch said to be larger than
+    /// asked for.
     async fn prune(&self) -> StoreResult<u32> {
+        const WHAT: &str = "PostgreSQL prune failed";
         let mut total: u64 = 0;
-        loop {
-            let n = self
-                .pool
-                .run("PostgreSQL prune failed", |s| async move {
-                    s.client.execute(&s.st.prune, &[&PRUNE_BATCH]).await
-                })
-                .await?;
+        let mut from = i64::MIN;
+        for _ in 0..MAX_PRUNE_BATCHES {
+            let (n, reached) = self.prune_from(from).await?;
             total += n;
             if n < PRUNE_BATCH as u64 {
                 return Ok(u32::try_from(total).unwrap_or(u32::MAX));
             }
+            // `>=` in the statement: rows of the same expiry past the batch's end are next.
+            from = reached.unwrap_or(from).max(from);
         }
+        Err(self.pool.target.failure(
+            WHAT,
+            format!(
+                "prune stopped after {MAX_PRUNE_BATCHES} full batches ({total} rows) with the \
+                 server still reporting full ones: more expired rows than one prune deletes \
+                 (run it again to go on), or{BROKEN_SERVER}"
+            ),
+        ))
     }
 
-    /// One batch of `prune` (at most PRUNE_BATCH rows): the store's periodic pass.
+    /// One batch of `prune` (at most PRUNE_BATCH rows): the store's periodic pass. It
+    /// starts from the first expired row each time: a pass is one batch, and rows can
+    /// expire in any order between passes.
     async fn prune_batch(&self) -> StoreResult<u32> {
-        let n = self
-            .pool
-            .run("PostgreSQL prune failed", |s| async move {
-                s.client.execute(&s.st.prune, &[&PRUNE_BATCH]).await
-            })
-            .await?;
+        let (n, _) = self.prune_from(i64::MIN).await?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
@@ -667,6 +785,12 @@ impl NativePostgresStore {
                 .collect())
         })
         .await
+    }
+
+    /// The newest records that match `query`, read in one bounded query (see `recent`).
+    #[napi]
+    pub async fn list_recent(&self, query: RecentQuery) -> Result<RecentRecords> {
+        self.with(|s| async move { s.recent(query).await }).await
     }
 
     /// Deletes expired rows, in batches; returns how many.

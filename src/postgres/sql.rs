@@ -23,6 +23,8 @@ const RENEW: &str = include_str!("sql/renew.sql");
 const RELEASE: &str = include_str!("sql/release.sql");
 const GET: &str = include_str!("sql/get.sql");
 const LIST: &str = include_str!("sql/list.sql");
+const RECENT: &str = include_str!("sql/recent.sql");
+const RECENT_COUNT: &str = include_str!("sql/recent_count.sql");
 const STATS: &str = include_str!("sql/stats.sql");
 const PRUNE: &str = include_str!("sql/prune.sql");
 const CLEAR: &str = include_str!("sql/clear.sql");
@@ -112,6 +114,10 @@ pub struct PostgresSql {
     pub release: String,
     pub get: String,
     pub list: String,
+    /// The inspector's listing: newest first, filtered and cut in the query.
+    pub recent: String,
+    /// How many rows `recent` matches before its limit.
+    pub recent_count: String,
     pub stats: String,
     pub prune: String,
     pub clear: String,
@@ -136,6 +142,8 @@ impl PostgresSql {
             release: t.fill(RELEASE),
             get: t.fill(GET),
             list: t.fill(LIST),
+            recent: t.fill(RECENT),
+            recent_count: t.fill(RECENT_COUNT),
             stats: t.fill(STATS),
             prune: t.fill(PRUNE),
             clear: t.fill(CLEAR),
@@ -193,6 +201,8 @@ mod tests {
             &sql.release,
             &sql.get,
             &sql.list,
+            &sql.recent,
+            &sql.recent_count,
             &sql.stats,
             &sql.prune,
             &sql.clear,

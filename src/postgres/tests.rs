@@ -340,6 +340,84 @@ async fn bad_input_is_refused_clearly() {
 }
 
 #[tokio::test]
+async fn a_string_postgres_cannot_hold_fails_its_own_request_never_its_batch() {
+    // Each field of a batch's statement is an array of every request of the round: one
+    // U+0000 anywhere would make the server refuse the statement, and every call with it.
+    let f = Fixture::new();
+    let s = &f.inner;
+    let bad_claims = [
+        req("k\0", "fp", 30_000.0, None, false),
+        AcquireRequest {
+            name: "ch\0rge".into(),
+            ..req("n", "fp", 30_000.0, None, false)
+        },
+        req("f", "f\0p", 30_000.0, None, false),
+        AcquireRequest {
+            meta: Some("{\"scope\":\"\0\"}".into()),
+            ..req("m", "fp", 30_000.0, None, false)
+        },
+    ];
+    for (case, bad) in bad_claims.into_iter().enumerate() {
+        let mut reqs: Vec<AcquireRequest> = (0..8)
+            .map(|i| req(&format!("case{case}-{i}"), "fp", 30_000.0, None, false))
+            .collect();
+        reqs.insert(3, bad.clone());
+        let out = s.acquire_batch(reqs).await;
+        for (i, o) in out.iter().enumerate() {
+            match o {
+                Err(e) if i == 3 => assert!(e.message.contains("U+0000"), "{e}"),
+                Ok(o) if i != 3 => assert!(o.acquired, "{:?}: claim {i}", bad.key),
+                other => panic!("{:?}: claim {i}: {other:?}", bad.key),
+            }
+        }
+    }
+    let mut tokens = Vec::new();
+    for (field, status) in [
+        ("token", COMPLETED),
+        ("result", COMPLETED),
+        ("error", FAILED),
+    ] {
+        let keys: Vec<String> = (0..8).map(|i| format!("{field}-{i}")).collect();
+        let claims = s
+            .acquire_batch(
+                keys.iter()
+                    .map(|k| req(k, "fp", 30_000.0, None, false))
+                    .collect(),
+            )
+            .await;
+        tokens = claims
+            .into_iter()
+            .map(|c| c.unwrap().token.unwrap())
+            .collect();
+        let mut settles: Vec<SettleRequest> = keys
+            .iter()
+            .zip(&tokens)
+            .map(|(k, t)| settle_req(k, t, Some("1"), None, None))
+            .collect();
+        let bad = &mut settles[3];
+        match field {
+            "token" => bad.token.push('\0'),
+            "result" => bad.result = Some("\"\0\"".into()),
+            _ => bad.error = Some("{\"name\":\"\0\"}".into()),
+        }
+        let out = s.settle_batch(status, settles).await;
+        for (i, o) in out.iter().enumerate() {
+            match o {
+                Err(e) if i == 3 => assert!(e.message.contains("U+0000"), "{field}: {e}"),
+                Ok(settled) if i != 3 => assert!(*settled, "{field}: settle {i}"),
+                other => panic!("{field}: settle {i}: {other:?}"),
+            }
+        }
+    }
+    let err = s
+        .renew("error-3".into(), format!("{}\0", tokens[3]), 1000.0)
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("U+0000"), "{err}");
+    f.drop_table().await;
+}
+
+#[tokio::test]
 async fn an_unreachable_server_is_an_error_without_the_password() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -1,15 +1,18 @@
 //! Walks over every record of a store: `listRecords`, `stats` and `clear()` SCAN the
 //! prefix (never KEYS) on the one server or on every primary of a cluster, and read or
-//! delete only the keys that are this store's own records (see `Raw::own_record`).
+//! delete only the keys that are this store's own records (see `Raw::own_record`). Every
+//! walk ends, and holds a bounded amount, whatever the server answers (see `walk.rs`).
 
-use std::collections::HashSet;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
-use redis::Value;
+use redis::{ErrorKind, Value};
 
 use super::connection::{match_pattern, Handle, NodeAddr};
+use super::walk::{Held, NodeWalk, Verdict};
 use super::{legacy, record, scripts, text, Inner};
 use crate::failure::StoreResult;
-use crate::record::{NativeRecord, NativeStats, Record};
+use crate::record::{NativeRecord, NativeStats, RecentQuery, RecentRecords, Record};
 
 /// Keys asked for per SCAN step (a hint to the server, not a limit).
 const SCAN_COUNT: usize = 500;
@@ -68,6 +71,26 @@ impl Raw {
             Raw::Absent | Raw::OtherType => None,
         }
     }
+
+    /// The bytes of the value as read (what holding its record costs, roughly).
+    fn size(&self) -> usize {
+        match self {
+            Raw::String(v, _) => v.len(),
+            Raw::Hash(Value::Array(items)) => items.iter().map(value_size).sum(),
+            Raw::Hash(Value::Map(pairs)) => pairs
+                .iter()
+                .map(|(k, v)| value_size(k) + value_size(v))
+                .sum(),
+            Raw::Hash(_) | Raw::Absent | Raw::OtherType => 0,
+        }
+    }
+}
+
+fn value_size(v: &Value) -> usize {
+    match v {
+        Value::BulkString(b) => b.len(),
+        _ => 8,
+    }
 }
 
 /// One key read on a cluster connection (GET and PEXPIRETIME, one slot; HGETALL for a
@@ -95,7 +118,8 @@ struct Scan {
     nodes: Vec<Option<NodeAddr>>,
     node: usize,
     cursor: u64,
-    seen: HashSet<String>,
+    /// The walk of the current node (its cursors, its steps: see `walk.rs`).
+    walk: NodeWalk,
 }
 
 impl Scan {
@@ -105,7 +129,7 @@ impl Scan {
             nodes,
             node: 0,
             cursor: 0,
-            seen: HashSet::new(),
+            walk: NodeWalk::default(),
         }
     }
 }
@@ -150,7 +174,7 @@ impl Inner {
     }
 
     /// The next batch of keys under the prefix (SCAN, never KEYS, on every primary in
-    /// turn); `None` when done.
+    /// turn); `None` when done. A key may come twice (SCAN may list it twice).
     async fn scan_step(&self, what: &str, scan: &mut Scan) -> StoreResult<Option<Vec<String>>> {
         while let Some(node) = scan.nodes.get(scan.node).cloned() {
             let cursor = scan.cursor;
@@ -169,21 +193,58 @@ impl Inner {
                 .await?;
             let (next, keys): (u64, Vec<Vec<u8>>) =
                 redis::from_redis_value(reply).map_err(|e| self.malformed(what, e))?;
+            // A server that never answers cursor 0 would keep the walk going forever.
+            let on = |why: String| match &node {
+                Some((host, port)) => format!("on node {host}:{port}, {why}"),
+                None => why,
+            };
+            match scan.walk.step(next) {
+                Verdict::Go => {}
+                Verdict::Stop(why) => return Err(self.conn.target.failure(what, on(why))),
+                Verdict::AskSize => {
+                    let size = self.node_size(what, &node).await?;
+                    scan.walk
+                        .sized(size)
+                        .map_err(|why| self.conn.target.failure(what, on(why)))?;
+                }
+            }
             scan.cursor = next;
             if next == 0 {
                 scan.node += 1;
+                scan.walk = NodeWalk::default();
             }
-            // SCAN may return a key twice; keys that are not UTF-8 were not written here.
+            // Keys that are not UTF-8 were not written here.
             let batch: Vec<String> = keys
                 .into_iter()
                 .filter_map(|k| String::from_utf8(k).ok())
-                .filter(|k| scan.seen.insert(k.clone()))
                 .collect();
             if !batch.is_empty() {
                 return Ok(Some(batch));
             }
         }
         Ok(None)
+    }
+
+    /// How many keys a node says it holds (DBSIZE); `None` when it does not say (an error
+    /// reply, such as a proxy that does not pass DBSIZE on, or a reply that is no count).
+    async fn node_size(&self, what: &str, node: &Option<NodeAddr>) -> StoreResult<Option<u64>> {
+        let reply = self
+            .conn
+            .run(what, |mut c| {
+                let node = node.clone();
+                async move {
+                    match c.on_node(node.as_ref(), redis::cmd("DBSIZE")).await {
+                        Ok(v) => Ok(Some(v)),
+                        Err(e) if matches!(e.kind(), ErrorKind::Server(_)) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                }
+            })
+            .await?;
+        Ok(match reply {
+            Some(Value::Int(n)) => u64::try_from(n).ok(),
+            _ => None,
+        })
     }
 
     /// What each of `keys` holds, as `raw_record` reads it: pipelined on one server; on a
@@ -244,11 +305,18 @@ impl Inner {
             .await
     }
 
-    /// Every record under the prefix (expired ones included), and the server's time.
-    async fn all_records(&self, what: &str) -> StoreResult<(i64, Vec<Record>)> {
+    /// Every record under the prefix (expired ones included), each given to `visit` once
+    /// with the server's time; returns that time. `values`: whether the caller keeps the records (a
+    /// listing) or only counts them (`stats`), for what the walk counts as held.
+    async fn all_records(
+        &self,
+        what: &str,
+        values: bool,
+        mut visit: impl FnMut(i64, Record) + Send,
+    ) -> StoreResult<i64> {
         let now = self.server_time(what).await?;
-        let mut records = Vec::new();
         let prefix_len = self.prefix.len();
+        let mut held = Held::default();
         let mut scan = Scan::new(&self.prefix, self.primaries(what).await?);
         while let Some(keys) = self.scan_step(what, &mut scan).await? {
             let raws = self.raw_records(what, &keys).await?;
@@ -256,13 +324,19 @@ impl Inner {
                 let Some(key) = k.get(prefix_len..) else {
                     continue;
                 };
+                let bytes = if values { raw.size() } else { 0 };
                 // Another application's key, or a record of another store, is not ours.
                 if let Some(r) = raw.own_record(key) {
-                    records.push(r);
+                    let new = held
+                        .take(key, bytes)
+                        .map_err(|why| self.conn.target.failure(what, why))?;
+                    if new {
+                        visit(now, r);
+                    }
                 }
             }
         }
-        Ok((now, records))
+        Ok(now)
     }
 
     pub(super) async fn list(
@@ -270,7 +344,10 @@ impl Inner {
         status: Option<String>,
         limit: Option<u32>,
     ) -> StoreResult<Vec<NativeRecord>> {
-        let (now, records) = self.all_records("Redis list failed").await?;
+        let mut records = Vec::new();
+        let now = self
+            .all_records("Redis list failed", true, |_, r| records.push(r))
+            .await?;
         let mut records: Vec<Record> = records
             .into_iter()
             .filter(|r| !r.expired(now) && status.as_deref().is_none_or(|s| r.status == s))
@@ -286,12 +363,51 @@ impl Inner {
         Ok(records.into_iter().map(Into::into).collect())
     }
 
+    /// `listRecent`: the newest records that match, at most `limit`, and how many matched.
+    /// Redis keeps no index by time, so the walk still reads every record from the server
+    /// (a record is one value, its result in it); what it holds is bounded: the `limit`
+    /// newest so far (a heap whose top is the oldest kept), results dropped unless asked.
+    /// Before, the listing held every record with its result, then sorted them.
+    pub(super) async fn recent(&self, q: RecentQuery) -> StoreResult<RecentRecords> {
+        let with_results = q.with_results == Some(true);
+        let limit = q.limit.map(|l| l as usize);
+        let since = q.updated_since.map(|t| t.floor() as i64);
+        let mut kept = BinaryHeap::new();
+        let mut matched = 0u32;
+        self.all_records("Redis list failed", false, |now, mut r| {
+            let wanted = !r.expired(now)
+                && q.status.as_deref().is_none_or(|s| r.status == s)
+                && q.name.as_deref().is_none_or(|n| r.name == n)
+                && since.is_none_or(|t| r.updated_at >= t);
+            if !wanted {
+                return;
+            }
+            matched = matched.saturating_add(1);
+            if !with_results {
+                r.result = None;
+            }
+            kept.push(OldestFirst(r));
+            if limit.is_some_and(|l| kept.len() > l) {
+                kept.pop();
+            }
+        })
+        .await?;
+        // Ascending in OldestFirst's order is newest first.
+        let records = kept
+            .into_sorted_vec()
+            .into_iter()
+            .map(|OldestFirst(r)| r.into());
+        Ok(RecentRecords {
+            records: records.collect(),
+            matched,
+        })
+    }
+
     pub(super) async fn stats(&self) -> StoreResult<NativeStats> {
-        let (now, records) = self.all_records("Redis stats failed").await?;
+        // Counted as they come: a count holds no record.
         let mut stats = NativeStats::default();
-        for r in records {
-            stats.count(&r, now);
-        }
+        self.all_records("Redis stats failed", false, |now, r| stats.count(&r, now))
+            .await?;
         // The server's memory is shared with other data: no size is reported.
         stats.size_bytes = None;
         Ok(stats)
@@ -362,3 +478,31 @@ impl Inner {
         Ok(deleted.iter().map(|n| n.max(&0).unsigned_abs()).sum())
     }
 }
+
+/// A record ordered so that the greatest is the one `listRecent` shows last: the oldest
+/// change, and of equal ones the greatest key (the listing: newest first, ties by key).
+struct OldestFirst(Record);
+
+impl Ord for OldestFirst {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .0
+            .updated_at
+            .cmp(&self.0.updated_at)
+            .then_with(|| self.0.key.cmp(&other.0.key))
+    }
+}
+
+impl PartialOrd for OldestFirst {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for OldestFirst {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for OldestFirst {}

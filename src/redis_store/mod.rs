@@ -20,7 +20,8 @@
 //!   31,700 years away, and every other pending write has none): a dead owner's claim is
 //!   always taken over (and `reconcile` asked), never lost.
 //! - `listRecords`, `clear()` and `stats` walk the prefix with SCAN (never KEYS); `clear`
-//!   deletes with UNLINK (see `listing.rs`).
+//!   deletes with UNLINK (see `listing.rs`). Every walk ends, and holds a bounded amount,
+//!   whatever the server answers (see `walk.rs`).
 
 mod batch;
 mod connection;
@@ -38,6 +39,7 @@ mod record;
 mod scripts;
 #[cfg(test)]
 mod tests;
+mod walk;
 
 use std::sync::Arc;
 
@@ -653,6 +655,15 @@ impl NativeRedisStore {
         }
         let inner = self.inner.clone();
         env.spawn_future(guarded(async move { Ok(batch::run(inner, ops).await) }))
+    }
+
+    /// The newest records that match `query`, holding at most its limit (see `recent`).
+    #[napi]
+    pub async fn list_recent(
+        &self,
+        query: crate::record::RecentQuery,
+    ) -> Result<crate::record::RecentRecords> {
+        self.with(|s| async move { s.recent(query).await }).await
     }
 
     /// Redis removes expired records by itself (each settled record carries its own

@@ -5,7 +5,7 @@
 //! building each answer as an object of named properties were a fifth of the JavaScript
 //! thread's work per call; one string in and arrays out cost a fraction of that.
 //!
-//! The string (built by lib/redis-store.ts), one op after another:
+//! The string (built by lib/stores/redis-store.ts), one op after another:
 //!
 //! ```text
 //! a<leaseMs>,<force 0|1>,<|key|>,<|name|>,<|fingerprint|>,<|meta| or -1>;<key><name><fingerprint><meta>
@@ -21,6 +21,11 @@
 //!   meta, durationMs]` (the record in the way, absent fields null);
 //! - a settle or a renew: `true` or `false`;
 //! - a failure of that op alone: `[2, message]`.
+//!
+//! Each op's fields were checked on the JavaScript side before it joined the string
+//! (lib/stores/requests.ts: strings that cross exactly, numbers, lengths that frame), so a
+//! call refused for its input never reaches this string, and a string that does not parse
+//! is a bug: then the whole batch fails, its framing being lost.
 
 use std::ptr;
 

@@ -19,6 +19,8 @@ mod queries;
 mod replies;
 mod retention;
 mod schema;
+#[cfg(feature = "test-hooks")]
+mod test_rows;
 mod watch;
 mod writer;
 
@@ -28,7 +30,7 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -38,7 +40,10 @@ use crate::batch_reply::{AcquireReply, SettleReply};
 use crate::claim::AcquireRequest;
 use crate::clock::{now_ms, Now};
 use crate::failure::{StoreFailure, StoreResult};
-use crate::record::{NativeRecord, NativeStats, ReplayHit, SettleRequest, COMPLETED, FAILED};
+use crate::record::{
+    NativeRecord, NativeStats, RecentQuery, RecentRecords, ReplayHit, SettleRequest, COMPLETED,
+    FAILED,
+};
 use open::{Durability, Settings, StoreFile};
 use queries::{Scope, Settle};
 use replies::Replies;
@@ -61,25 +66,6 @@ pub struct SqliteOptions {
     pub prune_interval_ms: Option<f64>,
 }
 
-/// What `listRecent` asks for (see `listing.rs`).
-#[napi(object)]
-pub struct RecentQuery {
-    pub status: Option<String>,
-    pub name: Option<String>,
-    /// Only records updated at or after this (epoch ms).
-    pub updated_since: Option<f64>,
-    pub limit: Option<u32>,
-    /// Default false: records come without their results.
-    pub with_results: Option<bool>,
-}
-
-#[napi(object)]
-pub struct RecentRecords {
-    pub records: Vec<NativeRecord>,
-    /// How many matched, before `limit`.
-    pub matched: u32,
-}
-
 /// A read connection and the writer generation it was opened in.
 type Reader = Mutex<Option<(Connection, u64)>>;
 
@@ -97,6 +83,32 @@ struct Open {
 }
 
 impl Open {
+    /// Queues a write job, for Rust code that awaits its outcome (after the commit)
+    /// rather than handing a promise to JavaScript.
+    fn write_async<T, F>(&self, work: F) -> impl std::future::Future<Output = Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let label = self.label.clone();
+        self.writer.submit(
+            move |conn| {
+                work(conn)
+                    .map_err(|e| StoreFailure::at(&label, "store write failed", open::describe(e)))
+            },
+            Box::new(move |outcome| {
+                let _ = tx.send(outcome);
+            }),
+        );
+        async move {
+            match rx.await {
+                Ok(outcome) => Ok(outcome?),
+                Err(_) => Err(closed().into()),
+            }
+        }
+    }
+
     /// The reader's connection, reopened first if the writer has moved to a new file.
     fn current<'a>(
         &self,
@@ -403,12 +415,35 @@ impl NativeSqliteStore {
         })
     }
 
-    #[napi(ts_return_type = "Promise<number>")]
-    pub fn prune<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let scope = self.inner.scope.clone();
-        self.write(env, move |conn| {
-            queries::prune(conn, &scope, &Now::current())
-        })
+    /// Deletes this scope's settled records that have expired by now, in passes of at
+    /// most `PRUNE_BATCH` (see `retention::prune_walk`), each its own writer job: this
+    /// process's other writes are committed between them, and the file's write lock is
+    /// let go between them for other processes'. Resolves with how many were deleted.
+    #[napi]
+    pub async fn prune(&self) -> Result<u32> {
+        let inner = self.inner.clone();
+        // One instant for the whole walk, so it ends even while records keep expiring.
+        let now = now_ms();
+        let mut after = retention::START;
+        let mut deleted = 0;
+        loop {
+            let started = Instant::now();
+            let ns = inner.scope.filter().map(str::to_owned);
+            let pass = inner
+                .write_async(move |conn| {
+                    retention::prune_walk(conn, ns.as_deref(), now, after, retention::PRUNE_BATCH)
+                })
+                .await?;
+            deleted += pass.deleted;
+            let Some(mark) = pass.next else {
+                return Ok(deleted);
+            };
+            after = mark;
+            // SQLite's lock has no queue: another process waiting for it sleeps and polls,
+            // and would rarely find it free if the next pass took it right back. So the
+            // lock stays free as long as the pass held it (at most half the time is ours).
+            tokio::time::sleep(started.elapsed()).await;
+        }
     }
 
     #[napi]

@@ -375,31 +375,6 @@ pub fn clear(conn: &Connection, scope: &Scope, key: Option<&str>) -> rusqlite::R
     Ok(n as u32)
 }
 
-/// Deletes the settled records that count as never seen (see `Record::expired`); a
-/// pending record is never deleted (it is taken over), however old.
-pub fn prune(conn: &Connection, scope: &Scope, now: &Now) -> rusqlite::Result<u32> {
-    let mut doomed = Vec::new();
-    {
-        let mut stmt = conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM records
-             WHERE status <> 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1
-               AND (?2 IS NULL OR namespace = ?2)"
-        ))?;
-        for row in stmt.query_map(params![now.wall, scope.filter()], to_record)? {
-            let record = row?;
-            if record.expired(now) {
-                doomed.push((record.namespace.unwrap_or_default(), record.key));
-            }
-        }
-    }
-    let mut delete =
-        conn.prepare_cached("DELETE FROM records WHERE namespace = ?1 AND key = ?2")?;
-    for (ns, key) in &doomed {
-        delete.execute(params![ns, key])?;
-    }
-    Ok(doomed.len() as u32)
-}
-
 pub fn list(
     conn: &Connection,
     scope: &Scope,

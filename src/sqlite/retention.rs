@@ -58,6 +58,69 @@ pub fn prune_pass(conn: &Connection, now_wall: i64, limit: u32) -> rusqlite::Res
     }
 }
 
+/// Where an explicit prune's walk of the expiry index has got to: the `(expires_at, rowid)`
+/// of the last record it visited.
+pub type Mark = (i64, i64);
+
+/// The walk's start: before every record.
+pub const START: Mark = (i64::MIN, i64::MIN);
+
+/// One pass of an explicit `prune()`.
+pub struct WalkPass {
+    pub deleted: u32,
+    /// Where the next pass starts; `None` once the walk has reached the records that had
+    /// not expired at `now_wall`.
+    pub next: Option<Mark>,
+}
+
+/// One pass of `prune()`: visits at most `limit` records of the expiry index that had
+/// expired at `now_wall`, after `after`, and deletes the settled ones of the project
+/// `namespace` (every project's for `None`). Runs in the writer's transaction, so a pass
+/// holds the write lock for at most `limit` deletions, and keeps only `limit` row ids in
+/// memory. The walk goes on from its mark, not from the index's start: the records a
+/// pass skips (pending ones, other projects') are not visited again by every later pass.
+pub fn prune_walk(
+    conn: &Connection,
+    namespace: Option<&str>,
+    now_wall: i64,
+    after: Mark,
+    limit: u32,
+) -> rusqlite::Result<WalkPass> {
+    let mut visited = Vec::with_capacity(limit as usize);
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT expires_at, rowid, status IN (?3, ?4) AND (?5 IS NULL OR namespace = ?5)
+             FROM records
+             WHERE expires_at IS NOT NULL AND expires_at <= ?1 AND (expires_at, rowid) > (?6, ?7)
+             ORDER BY expires_at, rowid LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(
+            params![now_wall, limit, COMPLETED, FAILED, namespace, after.0, after.1],
+            |r| {
+                Ok((
+                    (r.get::<_, i64>(0)?, r.get::<_, i64>(1)?),
+                    r.get::<_, bool>(2)?,
+                ))
+            },
+        )?;
+        for row in rows {
+            visited.push(row?);
+        }
+    }
+    let mut delete = conn.prepare_cached("DELETE FROM records WHERE rowid = ?1")?;
+    let mut deleted = 0;
+    for ((_, rowid), doomed) in &visited {
+        if *doomed {
+            deleted += delete.execute(params![rowid])? as u32;
+        }
+    }
+    let full = visited.len() >= limit as usize;
+    Ok(WalkPass {
+        deleted,
+        next: visited.last().filter(|_| full).map(|(mark, _)| *mark),
+    })
+}
+
 /// What the writer thread needs to prune: how often, and what a pass is.
 pub struct Retention {
     pub interval: Duration,
@@ -132,5 +195,37 @@ mod tests {
         assert_eq!(prune_pass(&conn, 1_000, 4).unwrap(), 0);
         assert_eq!(keys(&conn), ["a/forever", "a/fresh", "a/pending"]);
         assert!(conn.is_autocommit());
+    }
+
+    #[test]
+    fn a_walk_deletes_its_projects_settled_expired_records_and_goes_on_from_its_mark() {
+        let conn = store();
+        for i in 0..3 {
+            insert(&conn, "a", &format!("done-{i}"), COMPLETED, Some(100 + i));
+        }
+        insert(&conn, "b", "other-project", COMPLETED, Some(100));
+        insert(&conn, "a", "pending", "pending", Some(100));
+        insert(&conn, "a", "fresh", COMPLETED, Some(10_000));
+
+        // Five expired records in the index, two visited a pass.
+        let first = prune_walk(&conn, Some("a"), 1_000, START, 2).unwrap();
+        let mut deleted = first.deleted;
+        let mut mark = first.next;
+        let mut passes = 1;
+        while let Some(after) = mark {
+            let pass = prune_walk(&conn, Some("a"), 1_000, after, 2).unwrap();
+            deleted += pass.deleted;
+            mark = pass.next;
+            passes += 1;
+        }
+        assert_eq!(deleted, 3);
+        // Five records visited, each once: three passes (2, 2, 1), not one per deletion.
+        assert_eq!(passes, 3);
+        assert_eq!(keys(&conn), ["a/fresh", "a/pending", "b/other-project"]);
+        // Every project's, for a store opened on all of them.
+        assert_eq!(
+            prune_walk(&conn, None, 1_000, START, 10).unwrap().deleted,
+            1
+        );
     }
 }

@@ -163,10 +163,14 @@ fn run(
     // until the next pass is due, or after a batch once it is.
     let mut next_prune = Instant::now() + retention.interval;
     let prune = |conn: &Connection, id: Option<FileId>| {
+        let started = Instant::now();
         // Only on the file at the path (a replaced one is reopened by the next batch).
         let more = id.is_some() && file.identity() == id && retention.pass(conn);
         if more {
-            Instant::now()
+            // The next pass waits as long as this one took: SQLite's lock has no queue, and
+            // another process waiting for it only polls, so passes back to back would now
+            // and then keep it out past its busy timeout. This process's jobs run meanwhile.
+            Instant::now() + started.elapsed()
         } else {
             Instant::now() + retention.interval
         }

@@ -1,14 +1,16 @@
 /** How `inspect` shows records: a table, one record in full, one line per settled call. */
 
 import { forTerminal as t } from '../terminal-text.js';
-import { statusLabel, type ApprovalRecord, type IdempotencyRecord, type RecordWithKeyId } from '../library.js';
+import { invisiblesEscaped, statusLabel, type ApprovalRecord, type IdempotencyRecord, type RecordWithKeyId } from '../library.js';
 
 /**
  * JSON text for the terminal: JSON.stringify escapes C0 controls in strings itself, but
- * leaves DEL and C1 (U+0080-U+009F) raw; they become JSON escapes too, so it stays JSON.
+ * leaves DEL, C1 and the invisible characters (bidirectional controls, zero-width ones:
+ * see terminal-text.ts) raw; they become JSON escapes too (`\u202e`; a character past
+ * U+FFFF as its two halves), so it stays JSON.
  */
 function jsonForTerminal(text: string): string {
-  return text.replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return invisiblesEscaped(text, (c) => [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''));
 }
 
 /** `n` and the noun, singular or plural: "1 record", "2 records". */
@@ -33,16 +35,31 @@ function expiry(r: IdempotencyRecord, now: number): string {
   return r.expiresAt === null ? 'never' : `in ${age(r.expiresAt - now)}`;
 }
 
-/** For a pending record: whether its owner's lease still runs, and until when. */
+/**
+ * For a pending record: until when its owner's claim holds. The record cannot say whether
+ * the owner is alive (a killed one leaves its claim as it was): only that the claim holds
+ * until then, that a running owner renews it before, and that one that stopped lets it go.
+ */
 export function leaseState(r: IdempotencyRecord, now: number): string | null {
   if (r.status !== 'pending' || r.leaseExpiresAt === null) return null;
   return r.leaseExpiresAt > now
-    ? `alive, runs out in ${age(r.leaseExpiresAt - now)}`
-    : `ran out ${age(now - r.leaseExpiresAt)} ago (the next call takes it over)`;
+    ? `held for ${age(r.leaseExpiresAt - now)} more: a running owner renews it before then; if its owner stopped, the next call after that takes it over`
+    : `ran out ${age(now - r.leaseExpiresAt)} ago, its owner not heard from since (the next call takes it over)`;
+}
+
+/**
+ * The longest length in `texts`, by a loop: `Math.max(...lengths)` passes each one as an
+ * argument on the stack, which overflows ("Maximum call stack size exceeded") from about
+ * 130k rows, and `inspect` lists every record that matches.
+ */
+function widest(texts: Iterable<string>): number {
+  let width = 0;
+  for (const text of texts) width = Math.max(width, text.length);
+  return width;
 }
 
 function columns(rows: string[][]): string {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  const widths = rows[0].map((_, i) => widest(rows.map((row) => row[i])));
   return rows
     .map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ').trimEnd())
     .join('\n');
@@ -112,7 +129,7 @@ export function detail(r: RecordWithKeyId, now = Date.now()): string {
   if (r.status === 'completed' && r.error === null && decision === undefined) {
     lines.push(['result', r.result === undefined ? 'undefined' : jsonForTerminal(JSON.stringify(r.result, null, 2))]);
   }
-  const width = Math.max(...lines.map(([k]) => k.length));
+  const width = widest(lines.map(([k]) => k));
   return lines.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
 }
 

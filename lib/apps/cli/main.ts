@@ -9,7 +9,7 @@ import { pollChanges, sqliteChanges } from './changes.js';
 import { age, count as counted } from './format.js';
 import { InspectRefusal, type OutputMode, type ProjectScope, callStats, inspect, recordByKey, visibleCount } from './inspect.js';
 import { parsePort, ui } from './ui.js';
-import { forTerminal as t } from '../terminal-text.js';
+import { forTerminal as t, rawEscaped } from '../terminal-text.js';
 import { IdempotencyError, QueryError, SqliteStore, defaultStorePath, parseQuery, projectNamespace, storeFromEnvironment, type Store } from '../library.js';
 
 const USAGE = `Usage: idempotent-tools [--db PATH | --redis URL | --postgres URL] <command> [options]
@@ -72,6 +72,9 @@ class Refusal extends Error {}
 
 const COMMANDS = new Set(['inspect', 'clear', 'release', 'prune', 'stats', 'migrate', 'ui']);
 
+/** Where the store's URL came from when no flag gave it (an environment variable): errors about it name that. */
+let storeSource: string | undefined;
+
 function parse(argv: string[]) {
   let parsed;
   try {
@@ -129,9 +132,11 @@ function parse(argv: string[]) {
     if (choice.kind === 'redis') {
       values.redis = choice.url;
       values.prefix ??= choice.prefix;
+      storeSource = 'IDEMPOTENT_TOOLS_REDIS_URL (in the environment)';
     } else if (choice.kind === 'postgres') {
       values.postgres = choice.url;
       values.table ??= choice.table;
+      storeSource = 'IDEMPOTENT_TOOLS_POSTGRES_URL (in the environment)';
     }
   }
   if (values.prefix !== undefined && values.redis === undefined) throw new UsageError('--prefix goes with --redis');
@@ -199,7 +204,8 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
     try {
       store = new RedisStore({ url: values.redis, prefix: values.prefix, ...(values.cluster ? { cluster: true } : {}) });
     } catch (e) {
-      throw new UsageError(`--redis: ${(e as Error).message}`); // a malformed URL is bad usage
+      // A malformed URL is bad usage, named where it came from.
+      throw new UsageError(`${storeSource ?? '--redis'}: ${(e as Error).message.replace(/^RedisStore: /, '')}`);
     }
     const retention: Retention = { summary: 'Redis deletes expired records itself (each record has an expiry)' };
     // The place is the server, its database and the prefix; a Redis store keeps no projects
@@ -216,7 +222,14 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
     const url = values.postgres ?? process.env.DATABASE_URL;
     if (url === undefined || url === '') throw new Refusal('give --postgres URL (or set DATABASE_URL)');
     // Inspection sees what is there: this store deletes nothing by itself (`prune` does).
-    const store = new PostgresStore({ url, table: values.table, createTable: false, pruneIntervalMs: 0 });
+    let store;
+    try {
+      store = new PostgresStore({ url, table: values.table, createTable: false, pruneIntervalMs: 0 });
+    } catch (e) {
+      // A URL from the environment is named by its variable; what the flags gave goes on as before.
+      if (storeSource === undefined) throw e;
+      throw new UsageError(`${storeSource}: ${(e as Error).message.replace(/^PostgresStore: /, '')}`);
+    }
     const elsewhere = `(records in another table? give --table T: the table option of your PostgresStore, or IDEMPOTENT_TOOLS_POSTGRES_TABLE)`;
     return { store, where: `${store.path} table ${store.table}`, retention: PRUNE_BY_HAND, elsewhere };
   }
@@ -224,9 +237,10 @@ async function openStore(values: Values, command: string): Promise<OpenedStore> 
   if (!existsSync(path)) {
     throw new Refusal(`no store file at ${path} (nothing has been recorded there); give --db PATH`);
   }
-  // The default file holds every project's records: show this project's, as its default
-  // store sees them. A file named with --db: every project's, unless --project says which.
-  const project = values.project ?? (values.db === undefined ? projectNamespace() : undefined);
+  // The default file holds every project's records: show this project's (the folder the CLI
+  // is run in: the project of the programs kept there), as their default store sees them. A
+  // file named with --db: every project's, unless --project says which.
+  const project = values.project ?? (values.db === undefined ? projectNamespace(process.cwd()) : undefined);
   const store = new SqliteStore(project === undefined ? { path, allNamespaces: true } : { path, namespace: project });
   await store.ready();
   const retention: Retention = {
@@ -374,23 +388,12 @@ function version(): string {
   return JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'package.json'), 'utf8')).version;
 }
 
-/**
- * The last guard on the way to the terminal: any control character still raw (other than
- * the line breaks the CLI writes) is written as `\xNN`. Text from records is escaped
- * field by field before (`forTerminal`, which also escapes their line breaks); this catches
- * what else reaches a message (a path, a store's error). Backslashes are left alone, so
- * text escaped before passes unchanged.
- */
-function rawControlsEscaped(text: string): string {
-  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
-}
-
 export async function main(argv: string[]): Promise<number> {
   // A program of its own on top of the library; loaded only when asked for.
   if (argv[0] === 'mcp') return (await import('../mcp/cli.js')).main(argv.slice(1));
   let exact = false; // --json and --jsonl: stdout is machine-readable, written exactly
-  const out = (text: string) => process.stdout.write((exact ? text : rawControlsEscaped(text)) + '\n');
-  const err = (text: string) => process.stderr.write(rawControlsEscaped(text) + '\n');
+  const out = (text: string) => process.stdout.write((exact ? text : rawEscaped(text)) + '\n');
+  const err = (text: string) => process.stderr.write(rawEscaped(text) + '\n');
   let parsed;
   try {
     parsed = parse(argv);
@@ -432,7 +435,7 @@ export function runFromArgv(): void {
       process.exitCode = code;
     },
     (e) => {
-      process.stderr.write(`idempotent-tools: unexpected error: ${rawControlsEscaped(e instanceof Error ? e.message : String(e))}\n`);
+      process.stderr.write(`idempotent-tools: unexpected error: ${rawEscaped(e instanceof Error ? e.message : String(e))}\n`);
       process.exitCode = 1;
     },
   );

@@ -4,6 +4,7 @@
  * Loaded only for this subcommand, so the MCP SDK never loads with the library.
  */
 
+import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -11,9 +12,10 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 import * as pkg from '../library.js';
 import { forTerminal } from '../terminal-text.js';
-import { commandIdentity, urlIdentity } from '../library.js';
+import { MCP_SCOPE, commandIdentity, urlIdentity } from '../library.js';
 import { ConfigError, loadConfig, parseDuration } from './policy.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './lines.js';
+import { HEADER_NAME, MCP_HEADERS, MCP_POSTGRES_URL, MCP_REDIS_URL, MCP_URL, given, headersFromEnvironment, upstreamEnvironment, withHeaders } from './environment.js';
 import { GUARD_ERROR, McpProxy } from './proxy.js';
 import { keepPruned } from './retention.js';
 import { downstreamStdio, exactFetch, upstreamStdio } from './stdio.js';
@@ -29,9 +31,9 @@ stored result instead of running again; a repeat while the first runs waits for 
 A client's cancel or timeout of a guarded call is not forwarded: the call finishes, its
 result is recorded, and the retry gets it (a config rule "cancel": "forward" forwards it).
 
-Store (default: $IDEMPOTENT_TOOLS_REDIS_URL or $IDEMPOTENT_TOOLS_POSTGRES_URL, which keep
-a password out of the process list; else the SQLite file $IDEMPOTENT_TOOLS_DB, else
-~/.idempotent_tools/store.db):
+Store (default: $IDEMPOTENT_TOOLS_MCP_REDIS_URL or $IDEMPOTENT_TOOLS_MCP_POSTGRES_URL, else
+$IDEMPOTENT_TOOLS_REDIS_URL or $IDEMPOTENT_TOOLS_POSTGRES_URL, which keep a password out of
+the process list; else the SQLite file $IDEMPOTENT_TOOLS_DB, else ~/.idempotent_tools/store.db):
   --db PATH               a SQLite store file
   --redis URL             a Redis store (redis://host:6379/0), shared by many hosts
   --prefix P              the Redis store's key prefix
@@ -46,7 +48,12 @@ Options:
                           with the same arguments and other ids both run
   --config FILE           per-tool rules (JSON; see the README's MCP section)
   --url URL               the upstream server over Streamable HTTP instead of a command
-  --header 'Name: value'  a header sent with every request to --url (repeatable)
+                          (default: $IDEMPOTENT_TOOLS_MCP_URL)
+  --header 'Name: value'  a header sent with every request to --url (repeatable); a
+                          token belongs in $IDEMPOTENT_TOOLS_MCP_HEADERS instead, a JSON
+                          object ({"Authorization": "Bearer <token>"}), out of the
+                          process list. Variables IDEMPOTENT_TOOLS_MCP_* are the proxy's
+                          own: the server it runs does not get them
   --max-message SIZE      the largest message read from the server or the client
                           (default 64mb; 512kb, 1gb): a larger answer is dropped and its
                           call answered with an error, the session goes on
@@ -72,6 +79,8 @@ interface Parsed {
     help?: boolean;
   };
   command: string[];
+  /** For an HTTP server: the headers of `--header` and `IDEMPOTENT_TOOLS_MCP_HEADERS`. */
+  headers: Record<string, string>;
 }
 
 function parse(argv: string[]): Parsed {
@@ -104,30 +113,45 @@ function parse(argv: string[]): Parsed {
     throw new UsageError((err as Error).message);
   }
   const { values, positionals } = parsed;
-  if (values.help) return { values, command };
+  if (values.help) return { values, command, headers: {} };
   if (positionals.length > 0) {
     throw new UsageError(`put the server's command after "--": idempotent-tools mcp -- ${positionals.join(' ')}`);
   }
   const stores = ['db', 'redis', 'postgres'].filter((s) => values[s as keyof typeof values] !== undefined);
   if (stores.length > 1) throw new UsageError(`give one store, not ${stores.map((s) => `--${s}`).join(' and ')}`);
-  if (values.header !== undefined && values.url === undefined) throw new UsageError('--header goes with --url');
   if (values.url !== undefined && command.length > 0) throw new UsageError('give the server as a command after "--" or as --url, not both');
-  if (values.url === undefined && command.length === 0) {
+  // The server's URL from the environment (a token in its query stays out of the process list).
+  const envUrl = given(process.env, MCP_URL);
+  if (envUrl !== undefined && values.url === undefined && command.length > 0) {
+    throw new UsageError(`${MCP_URL} is set, and a command is given after "--": give the server one way (unset ${MCP_URL} for a command)`);
+  }
+  const url = values.url ?? envUrl;
+  if (values.header !== undefined && url === undefined) throw new UsageError('--header goes with --url');
+  if (given(process.env, MCP_HEADERS) !== undefined && url === undefined) {
+    throw new UsageError(`${MCP_HEADERS} goes with an HTTP server (--url or ${MCP_URL}); a command's server gets its own environment`);
+  }
+  if (url === undefined && command.length === 0) {
     throw new UsageError('no MCP server given: idempotent-tools mcp -- <command> [args...] (or --url URL)');
   }
-  return { values: storeChoice(values), command };
+  const headers = url === undefined ? {} : headersFrom(values.header ?? []);
+  return { values: storeChoice({ ...values, url }), command, headers };
 }
 
 /** The store the flags name, else the one the environment names (a password in the
- * client config's `env` block stays out of the process list), else the SQLite file. */
+ * client config's `env` block stays out of the process list): the proxy's own variables
+ * first, then the library's; else the SQLite file. */
 function storeChoice(values: Parsed['values']): Parsed['values'] {
   let chosen = values;
   if (values.db === undefined && values.redis === undefined && values.postgres === undefined) {
-    const redis = process.env.IDEMPOTENT_TOOLS_REDIS_URL || undefined;
-    const postgres = process.env.IDEMPOTENT_TOOLS_POSTGRES_URL || undefined;
+    const [redisVar, postgresVar] =
+      given(process.env, MCP_REDIS_URL) !== undefined || given(process.env, MCP_POSTGRES_URL) !== undefined
+        ? [MCP_REDIS_URL, MCP_POSTGRES_URL]
+        : ['IDEMPOTENT_TOOLS_REDIS_URL', 'IDEMPOTENT_TOOLS_POSTGRES_URL'];
+    const redis = given(process.env, redisVar);
+    const postgres = given(process.env, postgresVar);
     if (redis !== undefined && postgres !== undefined) {
       throw new UsageError(
-        'both IDEMPOTENT_TOOLS_REDIS_URL and IDEMPOTENT_TOOLS_POSTGRES_URL are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres',
+        `both ${redisVar} and ${postgresVar} are set, and no store flag says which to use: unset one, or give --db, --redis or --postgres`,
       );
     }
     // With the same prefix and table variables as the library's defaultStore() and the CLI.
@@ -166,17 +190,21 @@ function parseSize(text: string): number {
   return bytes;
 }
 
+/** The headers of `--header` flags, over those of `IDEMPOTENT_TOOLS_MCP_HEADERS`. */
 function headersFrom(flags: string[]): Record<string, string> {
+  const fromEnvironment = headersFromEnvironment(process.env, (message) => {
+    throw new UsageError(message);
+  });
   const headers: Record<string, string> = {};
   for (const flag of flags) {
     const colon = flag.indexOf(':');
     const name = colon === -1 ? '' : flag.slice(0, colon).trim();
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+    if (!HEADER_NAME.test(name)) {
       throw new UsageError(`--header must be "Name: value", such as "Authorization: Bearer <token>", not ${JSON.stringify(flag)}`);
     }
     headers[name] = flag.slice(colon + 1).trim();
   }
-  return headers;
+  return withHeaders(fromEnvironment, headers);
 }
 
 interface Upstream {
@@ -187,6 +215,12 @@ interface Upstream {
   id: string;
 }
 
+/** The server's identity, and who its calls belong to when the proxy is told (`IDEMPOTENT_TOOLS_MCP_SCOPE`): two users' proxies of one configuration are two servers in keys. */
+function scoped(id: string): string {
+  const scope = given(process.env, MCP_SCOPE);
+  return scope === undefined ? id : createHash('sha256').update(JSON.stringify([id, scope])).digest('hex');
+}
+
 function upstreamFor(parsed: Parsed, limit: number, log: (line: string) => void): Upstream {
   if (parsed.values.url !== undefined) {
     let url: URL;
@@ -195,20 +229,22 @@ function upstreamFor(parsed: Parsed, limit: number, log: (line: string) => void)
     } catch {
       throw new UsageError(`--url must be a URL such as http://127.0.0.1:3001/mcp, not ${JSON.stringify(parsed.values.url)}`);
     }
-    const headers = headersFrom(parsed.values.header ?? []);
+    const headers = parsed.headers;
     return {
       transport: new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: exactFetch }),
-      description: url.href,
-      id: urlIdentity({ url: url.href, headers }),
+      // For messages and the log: without a user, a password or a query (a token may be there).
+      description: `${url.protocol}//${url.host}${url.pathname}${url.search === '' ? '' : '?…'}`,
+      id: scoped(urlIdentity({ url: url.href, headers })),
     };
   }
   const [command, ...args] = parsed.command;
-  // The whole environment: the server is the user's, configured the way they run it.
-  const env = process.env as Record<string, string>;
+  // The whole environment: the server is the user's, configured the way they run it; but not
+  // the proxy's own variables (its store's password, an HTTP server's headers).
+  const env = upstreamEnvironment(process.env);
   return {
     transport: upstreamStdio({ command, args, env, stderr: 'inherit' }, limit, log, GUARD_ERROR),
     description: parsed.command.join(' '),
-    id: commandIdentity({ command, args, cwd: process.cwd(), env }),
+    id: scoped(commandIdentity({ command, args, cwd: process.cwd(), env })),
   };
 }
 

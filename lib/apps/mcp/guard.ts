@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 
 import type { ToolPolicy } from './policy.js';
-import { type CallParams, REPLAYED, clientKey, idempotent, keyInArguments, toolCallIdOf, type IdempotentFunction, type Store } from '../library.js';
+import { BadCall, type CallParams, REPLAYED, WAIT_SIGNAL, type WaitingOptions, clientKey, idempotent, isNumberedCallId, keyInArguments, toolCallIdOf, withClientKey, type IdempotentFunction, type Store } from '../library.js';
 
 export type CallToolResult = Record<string, unknown> & { isError?: boolean; _meta?: Record<string, unknown> };
 
@@ -49,6 +49,8 @@ interface Invocation {
   ran: boolean;
   /** The client's tool call id, when the policy makes it part of the call's identity. */
   toolCallId?: string;
+  /** Fires when the client cancels this request or leaves: a wait for the same call in flight ends. */
+  waitSignal?: AbortSignal;
 }
 
 export type Outcome = 'executed' | 'replayed' | 'failed';
@@ -85,47 +87,56 @@ export class RetryGuard {
     const server = this.server();
     const name = `${server.label}/${tool}`;
     const rerunErrors = policy.errorResults === 'rerun';
-    wrapped = idempotent(
-      async (_args: Record<string, unknown>, invocation: Invocation): Promise<CallToolResult> => {
-        invocation.ran = true;
-        const result = await invocation.run();
-        if (rerunErrors && result.isError === true) throw new ToolErrorResult(result);
-        return result;
+    const options: WaitingOptions<[Record<string, unknown>, Invocation]> = {
+      name,
+      store: this.store,
+      // A retry guard, not a cache: after the window the same call is new work.
+      ttlMs: policy.windowMs,
+      onDuplicate: policy.onDuplicate,
+      pollTimeoutMs: policy.waitMs,
+      leaseMs: policy.leaseMs,
+      // The arguments identify the call; the invocation (how to reach upstream) does not.
+      payload: (args) => args,
+      // With --tool-call-id, the client's tool call id too: a re-sent call is the same one,
+      // two calls with the same arguments are two (keys without one are as before).
+      context: (_args, invocation) =>
+        invocation.toolCallId === undefined ? { mcpServer: server.id } : { mcpServer: server.id, toolCallId: invocation.toolCallId },
+      // For `inspect` and the inspector page: which server's tool, through the proxy.
+      meta: () => ({ framework: 'mcp', scope: server.label }),
+      onEvent: (event) => {
+        if (event.type === 'in-flight') this.onWait?.(name, event.keyId ?? event.key);
       },
-      {
-        name,
-        store: this.store,
-        // A retry guard, not a cache: after the window the same call is new work.
-        ttlMs: policy.windowMs,
-        onDuplicate: policy.onDuplicate,
-        pollTimeoutMs: policy.waitMs,
-        leaseMs: policy.leaseMs,
-        // The arguments identify the call; the invocation (how to reach upstream) does not.
-        payload: (args) => args,
-        // With --tool-call-id, the client's tool call id too: a re-sent call is the same one,
-        // two calls with the same arguments are two (keys without one are as before).
-        context: (_args, invocation) =>
-          invocation.toolCallId === undefined ? { mcpServer: server.id } : { mcpServer: server.id, toolCallId: invocation.toolCallId },
-        // For `inspect` and the inspector page: which server's tool, through the proxy.
-        meta: () => ({ framework: 'mcp', scope: server.label }),
-        onEvent: (event) => {
-          if (event.type === 'in-flight') this.onWait?.(name, event.keyId ?? event.key);
-        },
-      },
-    );
+      // A duplicate waiting for the same call in flight stops when its client gives it up.
+      [WAIT_SIGNAL]: (_args, invocation) => invocation.waitSignal,
+    };
+    wrapped = idempotent(async (_args: Record<string, unknown>, invocation: Invocation): Promise<CallToolResult> => {
+      invocation.ran = true;
+      const result = await invocation.run();
+      if (rerunErrors && result.isError === true) throw new ToolErrorResult(result);
+      return result;
+    }, options);
     this.wrappers.set(id, wrapped);
     return wrapped;
   }
 
-  /** The call under the guard: executed upstream once, replayed from the store after. */
-  async call(params: CallParams, policy: ToolPolicy, run: () => Promise<CallToolResult>): Promise<GuardedResult> {
+  /** The call under the guard: executed upstream once, replayed from the store after. A
+   * duplicate that waits for the same call in flight stops when `waitSignal` fires. */
+  async call(params: CallParams, policy: ToolPolicy, run: () => Promise<CallToolResult>, waitSignal?: AbortSignal): Promise<GuardedResult> {
     const inArguments =
       policy.keyPath === undefined ? undefined : keyInArguments(params.arguments ?? {}, policy.keyPath);
     const explicit = clientKey(params) ?? inArguments?.key;
     const wrapped = this.wrapperFor(params.name, policy);
     const args = inArguments?.rest ?? params.arguments ?? {};
     const toolCallId = policy.toolCallId ? toolCallIdOf(params._meta) : undefined;
-    const invocation: Invocation = { run, ran: false, ...(toolCallId === undefined ? {} : { toolCallId }) };
+    // A numbered tool call id (toolu_01: a gateway that counts, restarting in every response)
+    // tells no call from a later one with the same arguments: without a client's key, refused.
+    if (toolCallId !== undefined && explicit === undefined && isNumberedCallId(toolCallId)) {
+      throw new BadCall(
+        `the tool call id ${JSON.stringify(toolCallId)} is a number its model's gateway counts (it restarts in every response), so it tells this call from no later one ` +
+          "with the same arguments, and the call did not run. Send an idempotency key (params._meta.idempotencyKey, or the config's keyPath), or use a model whose tool call ids are unique.",
+      );
+    }
+    const invocation: Invocation = { run, ran: false, waitSignal, ...(toolCallId === undefined ? {} : { toolCallId }) };
     // A client's key is scoped to this upstream server: two servers behind two proxies
     // on one store never share a client's key.
     const key = explicit === undefined ? wrapped.keyFor(args, invocation) : `mcp:${digest(this.server().id)}:${explicit}`;
@@ -135,7 +146,7 @@ export class RetryGuard {
       return { result: { ...result, _meta: { ...(result._meta ?? {}), [REPLAYED]: true } }, outcome: 'replayed', key };
     } catch (err) {
       if (err instanceof ToolErrorResult) return { result: err.result, outcome: 'failed', key };
-      throw err;
+      throw withClientKey(err, explicit); // a refusal names the client's key (SEP-3182's error.data)
     }
   }
 }

@@ -202,6 +202,11 @@ function ruleFor(config: ProxyConfig, tool: string): { pattern: string; rule: To
   return config.rules.find((r) => r.pattern === tool) ?? config.rules.find((r) => r.match(tool));
 }
 
+/** Whether a config rule says whether the tool is guarded (then its annotations do not matter). */
+export function guardedByRule(config: ProxyConfig, tool: string): boolean {
+  return ruleFor(config, tool)?.rule.guard !== undefined;
+}
+
 /**
  * The policy for one tool. Without a rule that says `guard`, the tool's annotations decide:
  * - `readOnlyHint: true`: passed through (reading twice changes nothing; a fresh answer is better);

@@ -5,14 +5,21 @@
  * a clear error and ends the proxy.
  */
 
+import { createHash } from 'node:crypto';
+
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { ErrorCode, McpError, Peer, WireError, forward, relayed, type Extra, type Forwardable } from './forward.js';
 import { OutcomeUnknown, RetryGuard, type CallParams, type CallToolResult, type Server } from './guard.js';
-import { type ProxyConfig, type ToolAnnotations, policyFor } from './policy.js';
+import { type ProxyConfig, type ToolAnnotations, guardedByRule, policyFor } from './policy.js';
 import { sendGuarded } from './send.js';
-import { GUARD_ERROR, guardErrorOf, keyId, type Store } from '../library.js';
+import { GUARD_ERROR, eitherSignal, guardErrorOf, keyId, type Store } from '../library.js';
+
+/** Pages of the server's tool list the proxy reads at most to find a tool's annotations. */
+const MAX_TOOL_PAGES = 1000;
+/** Tools whose annotations the proxy keeps at most. */
+const MAX_TOOLS = 10_000;
 
 /** The code of the guard's own errors (lib/integrations/mcp-call.ts, shared with idempotent-tools/mcp-server). */
 export { GUARD_ERROR };
@@ -46,6 +53,8 @@ export class McpProxy {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Of those, the guarded calls sent to the server (not the duplicates waiting for one). */
   private readonly sentCalls = new Set<Promise<unknown>>();
+  /** Aborted when the client leaves (closes stdin) or the proxy shuts down: every wait for a call in flight ends. */
+  private readonly leaving = new AbortController();
   private goneError!: (err: WireError) => void;
   /** Rejects once the server is gone, so that every request still waiting is answered. */
   private readonly whenGone = new Promise<never>((_, reject) => (this.goneError = reject));
@@ -152,6 +161,11 @@ export class McpProxy {
 
   private initialized(result: Record<string, unknown>) {
     this.serverInfo = (result.serverInfo ?? {}) as { name?: string };
+    // The server's tools are now guarded: SEP-3182's capability says so to the client.
+    const capabilities = result.capabilities as { tools?: unknown } | undefined;
+    if (capabilities !== null && typeof capabilities === 'object' && capabilities.tools !== null && typeof capabilities.tools === 'object') {
+      capabilities.tools = { ...(capabilities.tools as Record<string, unknown>), idempotency: {} };
+    }
     const version = result.protocolVersion;
     if (typeof version === 'string') this.upstreamTransport?.setProtocolVersion?.(version);
   }
@@ -159,7 +173,9 @@ export class McpProxy {
   private learnTools(result: Record<string, unknown>) {
     if (!Array.isArray(result.tools)) return;
     for (const tool of result.tools as Array<{ name?: unknown; annotations?: ToolAnnotations }>) {
-      if (typeof tool?.name === 'string') this.tools.set(tool.name, tool.annotations);
+      // Past MAX_TOOLS names a tool's annotations are not kept (a server that lists tools
+      // without end would fill memory); its call asks the server again, and fails.
+      if (typeof tool?.name === 'string' && (this.tools.size < MAX_TOOLS || this.tools.has(tool.name))) this.tools.set(tool.name, tool.annotations);
     }
   }
 
@@ -169,11 +185,24 @@ export class McpProxy {
   }
 
   /** A tool's annotations; asks the server for its list when the client has not (or the
-   * list changed since). */
+   * list changed since). The walk over its pages ends whatever the server answers: a
+   * cursor given twice, more than MAX_TOOL_PAGES pages or MAX_TOOLS tools fail the call
+   * (unsent: whether it is safe to guard is not known). */
   private async annotations(name: string): Promise<ToolAnnotations | undefined> {
     if (!this.tools.has(name) && !this.toolsComplete) {
+      const broken = (what: string) =>
+        new WireError(
+          ErrorCode.InternalError,
+          `idempotent-tools mcp: the MCP server's tools/list ${what}: a broken or hostile server would keep the proxy reading ` +
+            `its tool list forever, so it stopped, and the call of ${JSON.stringify(name)} was not sent (whether it is safe to guard ` +
+            'is not known). Fix the server, or say in a config rule whether the tool is guarded ({"tools": {"<name>": {"guard": true}}})',
+        );
+      // Digests of the cursors given so far: a cursor may be long, its digest is not.
+      const given = new Set<string>();
       let cursor: string | undefined;
+      let pages = 0;
       do {
+        if (pages === MAX_TOOL_PAGES) throw broken(`went on for more than ${MAX_TOOL_PAGES} pages`);
         // Not cut short by the client's cancel: whether the tool is guarded decides what
         // a cancel means for its call, so a call that reached the proxy is decided the same
         // way whenever its client gives up.
@@ -181,8 +210,15 @@ export class McpProxy {
           { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
           ResultSchema,
         );
+        pages++;
         this.learnTools(page);
+        if (this.tools.size >= MAX_TOOLS && !this.tools.has(name)) throw broken(`listed more than ${MAX_TOOLS} tools without ${JSON.stringify(name)}`);
         cursor = typeof page.nextCursor === 'string' ? page.nextCursor : undefined;
+        if (cursor !== undefined) {
+          const digest = createHash('sha256').update(cursor).digest('base64');
+          if (given.has(digest)) throw broken(`repeated a cursor (${JSON.stringify(cursor.length > 64 ? `${cursor.slice(0, 64)}…` : cursor)}) after ${pages} pages`);
+          given.add(digest);
+        }
       } while (cursor !== undefined);
       this.toolsComplete = true;
     }
@@ -195,7 +231,9 @@ export class McpProxy {
       throw new WireError(ErrorCode.InvalidParams, 'idempotent-tools mcp: tools/call needs params.name, the tool\'s name');
     }
     const started = performance.now();
-    const policy = policyFor(this.options.config, params.name, await this.annotations(params.name));
+    // A rule that says whether the tool is guarded needs no annotations: the server's list is not read.
+    const annotations = guardedByRule(this.options.config, params.name) ? undefined : await this.annotations(params.name);
+    const policy = policyFor(this.options.config, params.name, annotations);
     const label = `${this.identity().label}/${params.name}`;
     const ms = () => `${Math.round(performance.now() - started)}ms`;
     if (!policy.guard) {
@@ -241,16 +279,21 @@ export class McpProxy {
       });
     };
     let outcome;
+    // A duplicate of a call in flight waits for it only while its client is there for the answer.
+    const waiting = eitherSignal([extra.signal, this.leaving.signal]);
     try {
       // `sent` runs only after the guard has claimed the key in the store, so after this.
-      const whole = this.guard.call(params, policy, sent);
+      const whole = this.guard.call(params, policy, sent, waiting.signal);
       guarded = whole;
       outcome = await whole;
     } catch (err) {
       if (err instanceof OutcomeUnknown) this.log(`unknown   ${label}  ${err.message}  ${ms()}`);
-      else this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
+      else if ((err as { code?: unknown } | null)?.code === 'WAIT_ABANDONED') {
+        this.log(`stopped   ${label}  waiting for the same call in flight: its client ${extra.signal.aborted ? 'cancelled' : 'left'}; that call goes on  ${ms()}`);
+      } else this.log(`error     ${label}  ${err instanceof Error ? err.message : String(err)}  ${ms()}`);
       throw err;
     } finally {
+      waiting.release();
       extra.signal.removeEventListener('abort', onCancel);
     }
     const what = outcome.outcome === 'failed' ? 'isError  ' : outcome.outcome.padEnd(9);
@@ -281,6 +324,8 @@ export class McpProxy {
    * flight (their answers still go out, their records are written), then close.
    */
   async finish(): Promise<void> {
+    // Calls that wait for another call in flight stop: nobody will read their answers.
+    this.leaving.abort(new Error('the client closed its end'));
     while (this.inFlight.size > 0 && !this.closing) await Promise.allSettled([...this.inFlight]);
     await this.shutdown(0);
   }
@@ -289,6 +334,7 @@ export class McpProxy {
   async shutdown(code: number): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    this.leaving.abort(new Error('the proxy is shutting down'));
     // In-flight calls end when the server goes (their outcome unknown: each leaves its
     // record pending); wait for them so that no record is left half-written.
     await this.server.close().catch(() => {});

@@ -10,8 +10,13 @@
 --   kept as the table grows to millions of rows. With these off, a statement reaches rows
 --   through the key (or expiry) index whenever one applies; the statements that read the
 --   whole table (list, stats) still scan it.
+-- - jit off: the disabled scans above add a cost of 1e10 to every plan that still scans the
+--   table (list, recent, stats), far past jit_above_cost, so the server JIT-compiled each
+--   run of them: about 100 ms a statement on a table of one row (a listing, two of them,
+--   took 230 ms). The store's statements are short; none gains from JIT.
 -- These connections run only the store's statements: nothing else sees these settings.
 SET plan_cache_mode = force_generic_plan;
 SET enable_seqscan = off;
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
+SET jit = off;

@@ -386,7 +386,10 @@ impl Conn {
                 ));
                 Rc::decrement_strong_count(self.this);
                 uv::free_getaddrinfo_req(self.uv, req);
-                self.connect_failed(&format!("could not resolve {host} (libuv error {rc})"));
+                self.connect_failed(&format!(
+                    "could not resolve {host} ({}): is the host name in the URL right?",
+                    uv::error_text(self.uv, rc)
+                ));
             }
         }
     }
@@ -755,13 +758,19 @@ impl Conn {
 
     fn on_poll(&mut self, status: c_int, events: c_int) {
         if status < 0 {
-            let cause = format!("the connection failed (libuv error {status})");
+            // The socket's own error says why (a refused connect shows up here as a poll
+            // error, whose libuv code is not the reason): the same words as the Tokio transport.
+            let socket_error = self
+                .socket
+                .as_ref()
+                .and_then(|s| s.take_error().ok().flatten());
+            let error = socket_error.unwrap_or_else(|| std::io::Error::from_raw_os_error(-status));
             if self.state == State::Connecting {
                 self.unwatch();
                 self.next_addr += 1;
-                self.try_connect(Some(std::io::Error::other(cause)));
+                self.try_connect(Some(error));
             } else {
-                self.dropped(&cause);
+                self.dropped(&format!("the connection failed: {error}"));
             }
             return;
         }
@@ -884,8 +893,9 @@ unsafe extern "C" fn on_resolved(req: Handle, status: c_int, res: *mut libc::add
     let this = Rc::from_raw(data.conn);
     let addrs = if status < 0 {
         Err(format!(
-            "could not resolve {} (libuv error {status})",
-            this.borrow().settings.host
+            "could not resolve {} ({}): is the host name in the URL right?",
+            this.borrow().settings.host,
+            uv::error_text(uv, status)
         ))
     } else {
         Ok(socket_addrs(res))

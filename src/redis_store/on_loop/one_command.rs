@@ -129,7 +129,8 @@ impl OneCommand {
         value.extend_from_slice(record::MAGIC);
         value.push(if status == COMPLETED { b'c' } else { b'f' });
         value.extend_from_slice(r.token.as_bytes());
-        let expires = ttl.map(|t| (now + t).to_string()).unwrap_or_default();
+        let expires_at = ttl.map(|t| now + t);
+        let expires = expires_at.map(|e| e.to_string()).unwrap_or_default();
         let duration = r
             .duration_ms
             .map(|d| (d.max(0.0).round() as i64).to_string())
@@ -140,8 +141,7 @@ impl OneCommand {
         value.extend_from_slice(&claim.value[semi + 1..]);
         value.extend_from_slice(&outcome);
         if !self.set_ifeq.get() {
-            let ttl = ttl.map(|t| t.to_string()).unwrap_or_default();
-            let args = [value, claim.value, ttl.into_bytes()];
+            let args = [value, claim.value, expires.into_bytes()];
             return Some(scripts::evalsha(
                 scripts::settle_if_equal(),
                 redis_key,
@@ -150,8 +150,10 @@ impl OneCommand {
         }
         let mut cmd = redis::cmd("SET");
         cmd.arg(redis_key).arg(value).arg("IFEQ").arg(claim.value);
-        if let Some(t) = ttl {
-            cmd.arg("PX").arg(t);
+        // The key expires exactly when its record says (PXAT, not PX): a caller that waits
+        // for `expiresAt` must find it gone (conformance: "a record past ttlMs").
+        if let Some(at) = expires_at {
+            cmd.arg("PXAT").arg(at);
         }
         Some(cmd)
     }

@@ -50,6 +50,19 @@ pub struct Uv {
         *const libc::addrinfo,
     ) -> c_int,
     pub freeaddrinfo: unsafe extern "C" fn(*mut libc::addrinfo),
+    /// The text of a libuv error code (`getaddrinfo`'s are `UV_EAI_*`, not errnos).
+    pub strerror: unsafe extern "C" fn(c_int) -> *const c_char,
+}
+
+/// What a libuv error code means, in words (`uv_strerror`).
+pub fn error_text(uv: &Uv, code: c_int) -> String {
+    // SAFETY: uv_strerror returns a static NUL-terminated string for any code.
+    let p = unsafe { (uv.strerror)(code) };
+    if p.is_null() {
+        return format!("libuv error {code}");
+    }
+    // SAFETY: see above.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 #[cfg(unix)]
@@ -99,6 +112,7 @@ pub fn uv() -> Option<&'static Uv> {
             update_time = c"uv_update_time",
             getaddrinfo = c"uv_getaddrinfo",
             freeaddrinfo = c"uv_freeaddrinfo",
+            strerror = c"uv_strerror",
         ))
     })
     .as_ref()

@@ -1,5 +1,7 @@
 // The inspector page: plain JavaScript, no build step. Every value from a record is put
-// into the page as text (textContent), never as HTML.
+// into the page as text (textContent), never as HTML, and shown as the CLI shows it:
+// control characters, bidirectional controls (which would reorder the text around them,
+// in a cell too) and other invisible characters as visible escapes, marked (`visible`).
 
 const token = document.querySelector('meta[name="inspector-token"]').content;
 const $ = (selector) => document.querySelector(selector);
@@ -9,6 +11,63 @@ const expanded = new Set();
 const details = new Map();
 let shown = null;
 const stateOf = (r) => `${r.status}|${r.updatedAt}|${r.attempts}`;
+
+// What lib/core/shown-text.ts escapes, the same way: C0, DEL and C1 as \n, \r, \t or \xNN;
+// format characters (bidi controls, zero-width ones, BOM, soft hyphen, tags), the other
+// default-ignorable ones, spaces other than the space, line and paragraph separators,
+// lone surrogates and unassigned code points as \u{202e}; a backslash as two. A key shown
+// so is what the Key filter (and the CLI's --key) takes back.
+const INVISIBLE = '\\p{Cc}\\p{Cf}\\p{Cs}\\p{Cn}\\p{Zl}\\p{Zp}\\p{Zs}\\p{Default_Ignorable_Code_Point}';
+const ESCAPED = new RegExp(`(?! )[\\\\${INVISIBLE}]`, 'gu');
+const ESCAPED_IN_JSON = new RegExp(`(?![ \\n])[${INVISIBLE}]`, 'gu');
+
+function escape(c) {
+  if (c === '\\') return '\\\\';
+  if (c === '\n') return '\\n';
+  if (c === '\r') return '\\r';
+  if (c === '\t') return '\\t';
+  const code = c.codePointAt(0);
+  return code <= 0x9f ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
+}
+
+/** `text` as the page shows it, as a string (for titles and dialogs). */
+const asShown = (text) => String(text ?? '').replace(ESCAPED, escape);
+
+/** JSON text (a result) with the invisible characters as JSON escapes, so it stays JSON. */
+const asShownJson = (text) =>
+  text.replace(ESCAPED_IN_JSON, (c) => [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''));
+
+/**
+ * `text` as the page shows it, as nodes: its plain runs as text, each escape in a marked
+ * span (so that it reads as a character the text holds). `max`: at most that many shown
+ * characters, then `…` (never inside an escape).
+ */
+function visible(text, max = Infinity) {
+  const nodes = [];
+  let used = 0;
+  let at = 0;
+  const str = String(text ?? '');
+  const add = (piece, marked) => {
+    const text = marked ? escape(piece) : piece;
+    if (used + text.length > max) {
+      if (!marked) nodes.push(document.createTextNode(text.slice(0, max - used)));
+      nodes.push(document.createTextNode('…'));
+      return false;
+    }
+    used += text.length;
+    if (marked) nodes.push(el('span', { class: 'esc', title: `U+${piece.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}` }, text));
+    else nodes.push(document.createTextNode(text));
+    return true;
+  };
+  for (const m of str.matchAll(ESCAPED)) {
+    if (m.index > at && !add(str.slice(at, m.index), false)) return nodes;
+    // A backslash is shown doubled, not marked: it is a character to see, not a hidden one.
+    if (m[0] === '\\' ? !add('\\\\', false) : !add(m[0], true)) return nodes;
+    at = m.index + m[0].length;
+  }
+  if (at < str.length) add(str.slice(at), false);
+  return nodes;
+}
 
 async function loadDetails(r) {
   const state = stateOf(r);
@@ -61,9 +120,11 @@ function el(tag, props = {}, ...children) {
 function leaseCell(r, now) {
   if (r.status !== 'pending' || r.leaseExpiresAt == null) return el('td');
   const left = r.leaseExpiresAt - now;
-  const title = `lease until ${new Date(r.leaseExpiresAt).toISOString()}`;
-  if (left > 0) return el('td', { title, class: 'lease' }, `alive, ${age(left)} left`);
-  return el('td', { title, class: 'lease lease-dead' }, `stuck: ran out ${age(-left)} ago`);
+  // The record cannot say whether its owner is alive (a killed one leaves its claim as it
+  // was): only until when the claim holds.
+  const title = `held until ${new Date(r.leaseExpiresAt).toISOString()}: a running owner renews it before then; if its owner stopped, the next call after that takes it over`;
+  if (left > 0) return el('td', { title, class: 'lease' }, `held, ${age(left)} left`);
+  return el('td', { title, class: 'lease lease-dead' }, `stuck: ran out ${age(-left)} ago, owner not heard from since`);
 }
 
 function confirmAction(text, detail) {
@@ -77,11 +138,11 @@ function confirmAction(text, detail) {
 
 async function act(kind, r) {
   const text = kind === 'release'
-    ? `Release the pending record of "${r.name}"? The next call with this key takes it over and asks its reconcile option whether the side effect happened; without reconcile, it runs again.`
-    : `Delete the record of "${r.name}"? The next call with this key runs it again.`;
+    ? `Release the pending record of "${asShown(r.name)}"? The next call with this key takes it over and asks its reconcile option whether the side effect happened; without reconcile, it runs again.`
+    : `Delete the record of "${asShown(r.name)}"? The next call with this key runs it again.`;
   const detail = kind === 'release'
-    ? `If its owner is still running, its result will be refused. Key: ${r.key}`
-    : `Key: ${r.key}`;
+    ? `If its owner is still running, its result will be refused. Key: ${asShown(r.key)}`
+    : `Key: ${asShown(r.key)}`;
   if (!(await confirmAction(text, detail))) return;
   let failure = '';
   try {
@@ -98,7 +159,8 @@ async function act(kind, r) {
 
 function showError(message) {
   $('#error').hidden = message === '';
-  $('#error').textContent = message;
+  // A server's message may quote a key.
+  $('#error').textContent = asShown(message);
 }
 
 /** An approval decision's record shows its decision (its name is approval:<decision>:<tool>), any other its status. */
@@ -112,6 +174,7 @@ function detailRow(listed) {
   if (loaded?.state !== stateOf(listed)) loadDetails(listed);
   const r = loaded?.record ?? listed;
   const meta = r.meta || {};
+  // Each value as shown, isolated from its label (class v).
   const lines = [
     ['key', r.key],
     ['keyed id', r.keyId ?? listed.keyId],
@@ -122,21 +185,24 @@ function detailRow(listed) {
     ['arguments', meta.argsPreview],
     ['error', r.error ? `${r.error.name}: ${r.error.message}` : undefined],
     ['result', r.status === 'completed' && !r.error
-      ? (loaded?.error ? `(not loaded: ${loaded.error})` : !loaded?.record ? 'loading…' : r.result === undefined ? 'undefined' : JSON.stringify(r.result, null, 2))
+      ? (loaded?.error ? `(not loaded: ${loaded.error})` : !loaded?.record ? 'loading…' : r.result === undefined ? 'undefined' : { json: asShownJson(JSON.stringify(r.result, null, 2)) })
       : undefined],
   ].filter(([, v]) => v !== undefined && v !== null && v !== '');
-  return el('tr', { class: 'detail', dataset: { detailOf: r.key } },
-    el('td', { colspan: '10' }, el('pre', {}, lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n'))));
+  const pre = el('pre', {});
+  lines.forEach(([k, v], i) => {
+    pre.append(`${i === 0 ? '' : '\n'}${k.padEnd(10)} `, el('span', { class: 'v' }, ...(typeof v === 'object' ? [v.json] : visible(v))));
+  });
+  return el('tr', { class: 'detail', dataset: { detailOf: r.key } }, el('td', { colspan: '10' }, pre));
 }
 
 function renderRecords({ records, matched, where, now }) {
   shown = { records, matched, where, now };
-  $('#where').textContent = where;
+  $('#where').replaceChildren(...visible(where));
   $('#count').textContent = matched > records.length ? `${records.length} of ${matched}` : `${records.length}`;
   const body = $('#records tbody');
   const rows = [];
   for (const r of records) {
-    const short = r.key.length > 20 ? `${r.key.slice(0, 16)}…` : r.key;
+    const short = asShown(r.key).length > 20 ? visible(r.key, 16) : visible(r.key);
     const actions = el('td', { class: 'actions' },
       el('button', { type: 'button', class: 'details', onclick: () => { expanded.has(r.key) ? expanded.delete(r.key) : expanded.add(r.key); renderRecords({ records, matched, where, now }); } }, 'Details'));
     if (r.status === 'pending') actions.append(el('button', { type: 'button', class: 'release danger', onclick: () => act('release', r) }, 'Release'));
@@ -144,11 +210,11 @@ function renderRecords({ records, matched, where, now }) {
     // The keyed id under the key: the name events, traces and `mcp --log` give the record.
     const id = r.keyId ? el('span', { class: 'kid' }, r.keyId) : '';
     rows.push(el('tr', { dataset: { key: r.key, status: r.status, keyId: r.keyId ?? '' } },
-      el('td', { class: 'key', title: r.keyId ? `${r.key}\nkeyed id: ${r.keyId}` : r.key }, short, id),
-      el('td', {}, r.name),
+      el('td', { class: 'key', title: r.keyId ? `${asShown(r.key)}\nkeyed id: ${r.keyId}` : asShown(r.key) }, ...short, id),
+      el('td', {}, ...visible(r.name)),
       el('td', {}, el('span', { class: `status ${statusLabel(r)}` }, statusLabel(r))),
-      el('td', {}, r.meta?.scope ?? ''),
-      el('td', {}, r.meta?.toolCallId ?? ''),
+      el('td', {}, ...visible(r.meta?.scope)),
+      el('td', {}, ...visible(r.meta?.toolCallId)),
       el('td', {}, r.attempts),
       el('td', { title: new Date(r.updatedAt).toISOString() }, `${age(now - r.updatedAt)} ago`),
       el('td', {}, took(r.durationMs)),
@@ -195,7 +261,7 @@ function renderTimeline(t) {
         svg.append(rect);
       }
     }
-    return el('div', { class: 'tl-row', dataset: { tool: tool.name } }, el('span', { class: 'tl-name', title: tool.name }, tool.name), svg);
+    return el('div', { class: 'tl-row', dataset: { tool: tool.name } }, el('span', { class: 'tl-name', title: asShown(tool.name) }, ...visible(tool.name)), svg);
   });
   $('#timeline').replaceChildren(...(rows.length ? rows : [el('p', { class: 'muted small' }, 'No calls in this window.')]));
 }
