@@ -258,6 +258,9 @@ async function operations(ctx) {
   const sizes = ctx.quick ? [1e3, 1e4] : [1e5, 1e6];
   const pgUrl = process.env.IDEMPOTENT_TOOLS_BENCH_PG || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/pg_helper';
   const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379/14';
+  // IDEMPOTENT_TOOLS_BENCH_STORES=PostgreSQL,Redis runs those stores only (a million
+  // records take minutes per store).
+  const only = (process.env.IDEMPOTENT_TOOLS_BENCH_STORES || '').split(',').filter(Boolean);
   const dir = tempDir('operations');
   const data = {};
   const rows = [];
@@ -267,6 +270,7 @@ async function operations(ctx) {
       ['PostgreSQL', (size) => postgres(size, pgUrl)],
       ['Redis', (size) => redis(size, redisUrl)],
     ]) {
+      if (only.length && !only.includes(kind)) continue;
       data[kind] = {};
       for (const size of sizes) {
         process.stdout.write(`  ${kind}, ${size.toLocaleString('en-US')} records ...\n`);

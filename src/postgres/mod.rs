@@ -507,33 +507,30 @@ impl Inner {
         let since = query.updated_since.map(|t| t.floor() as i64);
         let with_results = query.with_results == Some(true);
         let limit = query.limit.map(i64::from);
-        let (rows, count) = self
+        let rows = self
             .pool
             .run(WHAT, |s| {
-                let (page, count) = (
-                    self.pool.sql.recent.clone(),
-                    self.pool.sql.recent_count.clone(),
-                );
+                let page = self.pool.sql.recent.clone();
                 let (status, name) = (&query.status, &query.name);
                 async move {
-                    let rows = s
-                        .client
+                    s.client
                         .query(
                             page.as_str(),
                             &[status, name, &since, &with_results, &limit],
                         )
-                        .await?;
-                    let count = s
-                        .client
-                        .query_one(count.as_str(), &[status, name, &since])
-                        .await?;
-                    Ok((rows, count))
+                        .await
                 }
             })
             .await?;
+        // Each row ends with the count; nothing matched: one row, its key NULL.
+        let matched = rows.first().map_or(0, |r| r.get::<_, i64>(13));
         Ok(RecentRecords {
-            records: rows.iter().map(record_row).collect(),
-            matched: u32::try_from(count.get::<_, i64>(0)).unwrap_or(u32::MAX),
+            records: rows
+                .iter()
+                .filter(|r| r.get::<_, Option<String>>(0).is_some())
+                .map(record_row)
+                .collect(),
+            matched: u32::try_from(matched).unwrap_or(u32::MAX),
         })
     }
 

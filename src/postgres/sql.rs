@@ -24,7 +24,6 @@ const RELEASE: &str = include_str!("sql/release.sql");
 const GET: &str = include_str!("sql/get.sql");
 const LIST: &str = include_str!("sql/list.sql");
 const RECENT: &str = include_str!("sql/recent.sql");
-const RECENT_COUNT: &str = include_str!("sql/recent_count.sql");
 const STATS: &str = include_str!("sql/stats.sql");
 const PRUNE: &str = include_str!("sql/prune.sql");
 const CLEAR: &str = include_str!("sql/clear.sql");
@@ -116,8 +115,6 @@ pub struct PostgresSql {
     pub list: String,
     /// The inspector's listing: newest first, filtered and cut in the query.
     pub recent: String,
-    /// How many rows `recent` matches before its limit.
-    pub recent_count: String,
     pub stats: String,
     pub prune: String,
     pub clear: String,
@@ -143,7 +140,6 @@ impl PostgresSql {
             get: t.fill(GET),
             list: t.fill(LIST),
             recent: t.fill(RECENT),
-            recent_count: t.fill(RECENT_COUNT),
             stats: t.fill(STATS),
             prune: t.fill(PRUNE),
             clear: t.fill(CLEAR),
@@ -202,7 +198,6 @@ mod tests {
             &sql.get,
             &sql.list,
             &sql.recent,
-            &sql.recent_count,
             &sql.stats,
             &sql.prune,
             &sql.clear,
