@@ -89,6 +89,8 @@ async function fakeRedis(prefix: string, scan: Scan, dbsize = ':0\r\n'): Promise
         return dbsize;
       case 'GET':
         return '$-1\r\n';
+      case 'MGET':
+        return `*${command.length - 1}\r\n${'$-1\r\n'.repeat(command.length - 1)}`;
       case 'PEXPIRETIME':
         return ':-2\r\n';
       case 'HGETALL':

@@ -106,6 +106,20 @@ pub fn is_record(value: &[u8]) -> bool {
     value.starts_with(MAGIC)
 }
 
+/// Whether decoding `value` needs its key's PEXPIRETIME: a pending record (its lease may
+/// be counted from the claim) or one whose `created_at` or `updated_at` is empty (a
+/// `SET NX` claim). A settled record carries its times: a walk reads it with MGET alone.
+pub fn times_from_expiry(value: &[u8]) -> bool {
+    if !is_record(value) || value.len() < HEAD_LEN || value[MAGIC.len()] == b'p' {
+        return true;
+    }
+    let rest = &value[HEAD_LEN..];
+    let nums = &rest[..rest.iter().position(|&b| b == b';').unwrap_or(rest.len())];
+    let mut parts = nums.split(|&b| b == b',').skip(2);
+    let empty = |p: Option<&[u8]>| p.is_none_or(|p| p.trim_ascii().is_empty());
+    empty(parts.next()) || empty(parts.next())
+}
+
 /// Decodes a format-2 value. `pexpiretime` is the key's PEXPIRETIME (negative when it has
 /// none): the times a `SET NX` claim leaves empty are derived from it.
 pub fn decode(value: &[u8], pexpiretime: i64) -> Result<Decoded, String> {
@@ -217,6 +231,34 @@ mod tests {
         assert_eq!((r.created_at, r.updated_at), (claimed, claimed));
         assert_eq!(r.lease_expires_at, Some(claimed + 30_000));
         assert_eq!((r.result, r.error, r.expires_at), (None, None, None));
+    }
+
+    #[test]
+    fn a_walk_reads_the_expiry_only_where_the_times_come_from_it() {
+        let fields = claim_fields("k", "charge", "fp", None);
+        // A SET NX claim: its times are the key's expiry.
+        assert!(times_from_expiry(&claim_value(TOKEN, 30_000, &fields)));
+        // Settled, as the settle script and the one-command settle write it: its own times.
+        let settled = |nums: &str| {
+            let mut v = b"idt2c".to_vec();
+            v.extend_from_slice(TOKEN.as_bytes());
+            v.extend_from_slice(nums.as_bytes());
+            v.extend_from_slice(&fields);
+            v
+        };
+        assert!(!times_from_expiry(&settled("1,,1000,2000,,9000,5;")));
+        // A staged settle pads its numbers with spaces.
+        assert!(!times_from_expiry(&settled("1,,1000 ,2000  ,,9000,5   ;")));
+        // Settled without a time of its own (no writer of ours leaves one out): read it.
+        assert!(times_from_expiry(&settled("1,,,2000,,9000,5;")));
+        assert!(times_from_expiry(&settled("1,,1000,,,9000,5;")));
+        assert!(times_from_expiry(&settled("1,,1000;")));
+        // Pending (renewed, taken over) or not a record: decode decides, with the expiry.
+        let mut renewed = settled("2,30000,1000,2000,32000,,;");
+        renewed[MAGIC.len()] = b'p';
+        assert!(times_from_expiry(&renewed));
+        assert!(times_from_expiry(b"another application's value"));
+        assert!(times_from_expiry(b"idt2c"));
     }
 
     #[test]

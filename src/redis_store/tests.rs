@@ -1723,6 +1723,7 @@ async fn an_acl_user_with_only_the_needed_commands_can_run_everything() {
         "~app:*",
         "+set",
         "+get",
+        "+mget",
         "+pexpiretime",
         "+evalsha",
         "+script|load",
