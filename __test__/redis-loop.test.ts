@@ -214,6 +214,20 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
       expect(r.updatedAt).toBeLessThanOrEqual(serverEnd + 1_000);
       expect(r.durationMs).toBeGreaterThanOrEqual(0);
     }
+    // Calls settled in one turn of the event loop: where IFEQ is missing, one script call
+    // settles them all (issue 39); each is its own record, as if alone.
+    const turn = await calls();
+    // (Sixteen that complete: a call that throws settles a turn later.)
+    const ns = Array.from({ length: 20 }, (_, i) => 301 + i).filter((n) => n % 5 !== 0);
+    const together = await Promise.all(ns.map((n) => pay(n)));
+    const afterTurn = await calls();
+    expect(afterTurn.evalsha - turn.evalsha).toBe(ifeq ? 0 : 1);
+    expect(afterTurn.pexpiretime - turn.pexpiretime).toBe(0);
+    for (const [i, n] of ns.entries()) {
+      expect(together[i]).toEqual({ n, note: 'ünï ☃' });
+      const r = await store.get(pay.keyFor(n));
+      expect([r?.status, r?.attempts, r?.leaseExpiresAt, r?.result]).toEqual(['completed', 1, null, { n, note: 'ünï ☃' }]);
+    }
     // A replay returns what was stored.
     expect(await pay(2)).toEqual({ n: 2, note: 'ünï ☃' });
     await expect(pay(5)).rejects.toThrow('declined 5');

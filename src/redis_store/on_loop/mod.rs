@@ -34,7 +34,7 @@ use crate::record::{SettleRequest, COMPLETED};
 use crate::token::new_token;
 use conn::{Conn, Settings, Shared};
 use js::Deferred;
-use one_command::OneCommand;
+use one_command::{compare_and_set, OneCommand, OneSettle};
 
 /// The loop transport of one store.
 pub struct OnLoop {
@@ -199,10 +199,9 @@ impl OnLoop {
             .map(|op| matches!(op, Op::Acquire(_)).then(new_token))
             .collect();
         let mut packed = Vec::new();
-        let clock = one.wants_clock();
-        if clock {
-            redis::cmd("TIME").write_packed_command(&mut packed);
-        }
+        // Where the server has no IFEQ, the turn's compare-and-set settles: one script
+        // call, sent ahead of the rest (its reply read first).
+        let mut compares: Vec<(String, [Vec<u8>; 3])> = Vec::new();
         // What each op sent: its script (none for an acquire; for a one-command settle,
         // the script to send if it does not land), how many replies it waits for, and an
         // acquire's claim value.
@@ -217,9 +216,13 @@ impl OnLoop {
                     Sent::Claim(value)
                 }
                 Op::Settle(status, r) => match one.settle(&inner.redis_key(&r.key), status, r) {
-                    Some(cmd) => {
+                    Some(OneSettle::Command(cmd)) => {
                         cmd.write_packed_command(&mut packed);
                         Sent::OneCommand(settle_script(status, r))
+                    }
+                    Some(OneSettle::Compare { key, args }) => {
+                        compares.push((key, args));
+                        Sent::Compared(settle_script(status, r), compares.len() - 1)
                     }
                     None => {
                         let (call, count) = settle_commands(&inner, status, r, &mut packed);
@@ -236,8 +239,21 @@ impl OnLoop {
                 }
             });
         }
+        let clock = one.wants_clock();
+        let mut head = Vec::new();
+        if clock {
+            redis::cmd("TIME").write_packed_command(&mut head);
+        }
+        let compared = !compares.is_empty();
+        if compared {
+            compare_and_set(&compares).write_packed_command(&mut head);
+        }
+        head.append(&mut packed);
+        let packed = head;
         let n = ops.len();
-        let count = sent.iter().map(Sent::replies).sum::<usize>() + usize::from(clock);
+        let count = sent.iter().map(Sent::replies).sum::<usize>()
+            + usize::from(clock)
+            + usize::from(compared);
         let sent_at = Instant::now();
         Conn::send(
             &self.conn,
@@ -260,12 +276,27 @@ impl OnLoop {
                 if clock {
                     one.read_clock(&replies.next().unwrap_or(Value::Nil), sent_at);
                 }
+                // The compare-and-set's reply: one integer per settle, or an error for all
+                // of them (NOSCRIPT: the server did not have the script).
+                let compare_reply = if compared {
+                    replies.next().unwrap_or(Value::Nil)
+                } else {
+                    Value::Nil
+                };
+                let compared_reply = |j: usize| match &compare_reply {
+                    Value::Array(items) => items.get(j).cloned().unwrap_or(Value::Nil),
+                    other => other.clone(),
+                };
                 for (i, ((op, token), sent)) in ops.iter().zip(&tokens).zip(sent).enumerate() {
                     // A staged settle's first reply answers its SET: the script's decides.
                     let mut reply = Value::Nil;
                     for _ in 0..sent.replies() {
                         reply = replies.next().unwrap_or(Value::Nil);
                     }
+                    let (sent, reply) = match sent {
+                        Sent::Compared(call, j) => (Sent::OneCommand(call), compared_reply(j)),
+                        sent => (sent, reply),
+                    };
                     let call = match sent {
                         Sent::OneCommand(_) if one.settled(&reply) => {
                             out.push(Some(OpReply::Flag(true)));
@@ -313,6 +344,7 @@ impl OnLoop {
                             continue;
                         }
                         Sent::Script(call, _) => call,
+                        Sent::Compared(..) => unreachable!("a compared settle is answered above"),
                     };
                     match op {
                         _ if no_script(&reply) => {
@@ -375,6 +407,9 @@ enum Sent {
     OneCommand(ScriptCall),
     /// A script, and how many replies it waits for (a staged settle's SET, then its script).
     Script(ScriptCall, usize),
+    /// A settle in the turn's compare-and-set (`settle_if_equal`), at this index of its
+    /// reply, and the script that decides when it does not land.
+    Compared(ScriptCall, usize),
 }
 
 impl Sent {
@@ -382,6 +417,7 @@ impl Sent {
         match self {
             Sent::Claim(_) | Sent::OneCommand(_) => 1,
             Sent::Script(_, n) => *n,
+            Sent::Compared(..) => 0,
         }
     }
 }

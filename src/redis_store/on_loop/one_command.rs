@@ -3,7 +3,8 @@
 //! instead of the settle script (EVALSHA running GET, TIME, PEXPIRETIME and SET inside
 //! the server, and building the record in Lua: most of a new call's server time,
 //! bench/RESULTS.md, issue 30). Where it has not, the same compare-and-set runs as the
-//! smallest script that can (`lua/settle_if_equal.lua`: a GET, a comparison, a SET).
+//! smallest script that can (`lua/settle_if_equal.lua`: a GET, a comparison, a SET), one
+//! call for every such settle of a turn.
 //!
 //! It keeps the script's guarantee: the value compared is the whole claim this store
 //! wrote with `SET NX`, its fencing token included, so the settle lands only while the
@@ -43,6 +44,24 @@ const MAX_CLAIMS: usize = 65_536;
 struct Claim {
     value: Vec<u8>,
     created_at: i64,
+}
+
+/// A settle without the settle script: one `SET ... IFEQ`, or, where the server has no
+/// IFEQ, one key's part of the turn's `settle_if_equal` (`compare_and_set`).
+pub enum OneSettle {
+    Command(Cmd),
+    Compare { key: String, args: [Vec<u8>; 3] },
+}
+
+/// The one script call settling every `Compare` of a turn (`lua/settle_if_equal.lua`):
+/// its reply is one integer per key, in their order.
+pub fn compare_and_set(compares: &[(String, [Vec<u8>; 3])]) -> Cmd {
+    let keys: Vec<&str> = compares.iter().map(|(k, _)| k.as_str()).collect();
+    let args: Vec<Vec<u8>> = compares
+        .iter()
+        .flat_map(|(_, a)| a.iter().cloned())
+        .collect();
+    scripts::evalsha_keys(scripts::settle_if_equal(), &keys, &args)
 }
 
 /// What the one-command settle needs, per store (on the JavaScript thread only).
@@ -117,7 +136,7 @@ impl OneCommand {
 
     /// The one command settling `r` (`status` COMPLETED or FAILED), when its claim is
     /// known; `None` sends the settle script.
-    pub fn settle(&self, redis_key: &str, status: &str, r: &SettleRequest) -> Option<Cmd> {
+    pub fn settle(&self, redis_key: &str, status: &str, r: &SettleRequest) -> Option<OneSettle> {
         let claim = self.claims.borrow_mut().remove(&r.token)?;
         let now = self.server_now()?;
         let semi = claim.value.iter().position(|&b| b == b';')?;
@@ -141,12 +160,10 @@ impl OneCommand {
         value.extend_from_slice(&claim.value[semi + 1..]);
         value.extend_from_slice(&outcome);
         if !self.set_ifeq.get() {
-            let args = [value, claim.value, expires.into_bytes()];
-            return Some(scripts::evalsha(
-                scripts::settle_if_equal(),
-                redis_key,
-                &args,
-            ));
+            return Some(OneSettle::Compare {
+                key: redis_key.to_string(),
+                args: [value, claim.value, expires.into_bytes()],
+            });
         }
         let mut cmd = redis::cmd("SET");
         cmd.arg(redis_key).arg(value).arg("IFEQ").arg(claim.value);
@@ -155,7 +172,7 @@ impl OneCommand {
         if let Some(at) = expires_at {
             cmd.arg("PXAT").arg(at);
         }
-        Some(cmd)
+        Some(OneSettle::Command(cmd))
     }
 
     /// Whether the one command answered that it settled; otherwise the settle script
