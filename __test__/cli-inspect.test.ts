@@ -310,3 +310,22 @@ describe('inspect --follow', () => {
     }
   });
 });
+
+describe('plain inspect shows the newest 1000 rows, and says how many more match (issue 40)', () => {
+  it('1003 records: a table of the newest 1000, a note on stderr; --limit and --jsonl give more', async () => {
+    const path = tempDb();
+    const store = new lib.SqliteStore({ path, durability: 'normal' });
+    const op = lib.idempotent(async function op(n: number) { return n; }, { store });
+    for (let n = 0; n < 1003; n++) await op(n);
+    await store.close();
+    const plain = await cli('--db', path, 'inspect');
+    expect(plain.code).toBe(0);
+    expect(plain.stdout.trim().split('\n')).toHaveLength(1 + 1000);
+    expect(plain.stderr).toContain('(the newest 1000 of 1003 matching records shown; --limit N shows another number, --jsonl prints every record)');
+    const more = await cli('--db', path, 'inspect', '--limit', '1002');
+    expect(more.stdout.trim().split('\n')).toHaveLength(1 + 1002);
+    expect(more.stderr).toContain('(1002 of 1003 matching records shown; raise --limit to see more)');
+    const all = await cli('--db', path, 'inspect', '--jsonl');
+    expect(all.stdout.trim().split('\n')).toHaveLength(1003);
+  });
+});

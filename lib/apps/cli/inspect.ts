@@ -107,6 +107,13 @@ async function noteExpired(store: Store, where: string, o: InspectOptions): Prom
   o.err(`(${are} still in ${t(where)}: hidden from calls and from this list; ${o.expiredAdvice(expired)})`);
 }
 
+/**
+ * Rows plain `inspect` shows when `--limit` is not given: the newest. A table of a million
+ * rows is no use in a terminal, and reading it held every record in memory (issue 40: "plain
+ * inspect pages instead of crashing"); `--json` and `--jsonl` still print every record.
+ */
+export const TABLE_ROWS = 1000;
+
 export async function inspect(store: Store, where: string, o: InspectOptions): Promise<void> {
   const { query, mode, out } = o;
   if (o.follow !== undefined) {
@@ -132,7 +139,9 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
     return;
   }
   // The table shows no results: read without them. --json and --jsonl print records whole.
-  const found = await queryRecords(store, query, Date.now(), { withResults: mode !== 'text' });
+  // Without --limit, the table shows the newest TABLE_ROWS (the store reads only those).
+  const capped = mode === 'text' && query.limit === undefined;
+  const found = await queryRecords(store, capped ? { ...query, limit: TABLE_ROWS } : query, Date.now(), { withResults: mode !== 'text' });
   const { matched } = found;
   const records = await withKeyIds(store, found.records);
   if (mode === 'json') return out(JSON.stringify(records, null, 2));
@@ -147,7 +156,11 @@ export async function inspect(store: Store, where: string, o: InspectOptions): P
     if (o.elsewhere !== undefined && !filtered) o.err(o.elsewhere);
   } else {
     out(table(records));
-    if (matched > records.length) o.err(`(${records.length} of ${matched} matching records shown; raise --limit to see more)`);
+    if (matched > records.length) {
+      o.err(capped
+        ? `(the newest ${records.length} of ${matched} matching records shown; --limit N shows another number, --jsonl prints every record)`
+        : `(${records.length} of ${matched} matching records shown; raise --limit to see more)`);
+    }
   }
   for (const note of await hiddenNotes(store, where, query, matched, o)) o.err(t(note));
   await noteExpired(store, where, o);

@@ -58,7 +58,8 @@ Options:
                           its call's executions
   --scope T               inspect: only calls of the thread, conversation or run T
   --since D               inspect: only records changed in the last D (90s, 15m, 1h, 2d)
-  --limit N               inspect: at most N records (the newest)
+  --limit N               inspect: at most N records (the newest; the table's default
+                          is 1000, --json and --jsonl print all)
   --json                  machine-readable output
   --jsonl                 inspect: one JSON record per line
   -y, --yes               clear all without asking
