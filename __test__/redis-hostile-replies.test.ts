@@ -13,39 +13,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ROOT, runNode } from './helpers';
-import { RedisServer, uniquePrefix } from './redis-server';
+import { RedisServer, commands, uniquePrefix } from './redis-server';
 
 const MB = 1024 * 1024;
 const turn = () => new Promise((r) => setImmediate(r));
-
-/** The commands a client sent so far (RESP arrays of bulk strings), taken off `buf`. */
-function commands(state: { buf: Buffer }): string[][] {
-  const out: string[][] = [];
-  for (;;) {
-    const b = state.buf;
-    let at = 0;
-    const line = () => {
-      const end = b.indexOf('\r\n', at);
-      if (end < 0) return undefined;
-      const text = b.subarray(at, end).toString('latin1');
-      at = end + 2;
-      return text;
-    };
-    const head = line();
-    if (head === undefined || head[0] !== '*') return out;
-    const args: string[] = [];
-    for (let i = 0; i < Number(head.slice(1)); i++) {
-      const len = line();
-      if (len === undefined) return out;
-      const n = Number(len.slice(1));
-      if (b.length < at + n + 2) return out;
-      args.push(b.subarray(at, at + n).toString('latin1'));
-      at += n + 2;
-    }
-    out.push(args);
-    state.buf = b.subarray(at);
-  }
-}
 
 /** Writes `bytes` and resolves once the socket takes more (or is gone). */
 async function write(socket: Socket, bytes: string | Buffer): Promise<boolean> {

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ROOT, collect, runNode } from './helpers';
-import { uniquePrefix } from './redis-server';
+import { commands, uniquePrefix } from './redis-server';
 
 const MB = 1024 * 1024;
 const CLI = join(ROOT, 'dist', 'cli.js');
@@ -25,35 +25,6 @@ const CLI = join(ROOT, 'dist', 'cli.js');
 const OVERRUN = 30_000;
 
 type Scan = 'same cursor' | 'new cursors, no keys' | 'new cursors, new keys';
-
-/** The commands in `state.buf` (RESP arrays of bulk strings), taken off it. */
-function commands(state: { buf: Buffer }): string[][] {
-  const out: string[][] = [];
-  for (;;) {
-    const b = state.buf;
-    let at = 0;
-    const line = () => {
-      const end = b.indexOf('\r\n', at);
-      if (end < 0) return undefined;
-      const text = b.subarray(at, end).toString('latin1');
-      at = end + 2;
-      return text;
-    };
-    const head = line();
-    if (head === undefined || head[0] !== '*') return out;
-    const args: string[] = [];
-    for (let i = 0; i < Number(head.slice(1)); i++) {
-      const len = line();
-      if (len === undefined) return out;
-      const n = Number(len.slice(1));
-      if (b.length < at + n + 2) return out;
-      args.push(b.subarray(at, at + n).toString('latin1'));
-      at += n + 2;
-    }
-    out.push(args);
-    state.buf = b.subarray(at);
-  }
-}
 
 const bulk = (s: string) => `$${Buffer.byteLength(s)}\r\n${s}\r\n`;
 

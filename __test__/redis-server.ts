@@ -137,3 +137,35 @@ let prefixes = 0;
 export function uniquePrefix(): string {
   return `it-test:${process.pid}:${Date.now()}:${++prefixes}:`;
 }
+
+/**
+ * The commands a client sent so far (RESP arrays of bulk strings), taken off `state.buf`:
+ * what a fake Redis server in a test reads.
+ */
+export function commands(state: { buf: Buffer }): string[][] {
+  const out: string[][] = [];
+  for (;;) {
+    const b = state.buf;
+    let at = 0;
+    const line = () => {
+      const end = b.indexOf('\r\n', at);
+      if (end < 0) return undefined;
+      const text = b.subarray(at, end).toString('latin1');
+      at = end + 2;
+      return text;
+    };
+    const head = line();
+    if (head === undefined || head[0] !== '*') return out;
+    const args: string[] = [];
+    for (let i = 0; i < Number(head.slice(1)); i++) {
+      const len = line();
+      if (len === undefined) return out;
+      const n = Number(len.slice(1));
+      if (b.length < at + n + 2) return out;
+      args.push(b.subarray(at, at + n).toString('latin1'));
+      at += n + 2;
+    }
+    out.push(args);
+    state.buf = b.subarray(at);
+  }
+}
