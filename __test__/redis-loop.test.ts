@@ -5,11 +5,11 @@
 // a worker thread.
 
 import { readFileSync, readdirSync } from 'node:fs';
-import { createConnection, createServer, type Server } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, runNode } from './helpers';
-import { RedisServer, redisCommand, uniquePrefix } from './redis-server';
+import { RedisServer, redisCommand, redisInfo as info, uniquePrefix } from './redis-server';
 
 const { idempotent, RedisStore, StoreError } = lib;
 const servers: RedisServer[] = [];
@@ -21,26 +21,6 @@ async function server(args: string[] = []) {
   const s = await RedisServer.start(args);
   servers.push(s);
   return s;
-}
-
-/** A section of INFO, read whole (a bulk reply may come in several chunks). */
-function info(port: number, section: string): Promise<string> {
-  return new Promise((done, fail) => {
-    const socket = createConnection({ port, host: '127.0.0.1' });
-    let reply = Buffer.alloc(0);
-    socket.setTimeout(2000, () => socket.destroy(new Error('redis did not answer')));
-    socket.on('connect', () => socket.write(`INFO ${section}\r\n`));
-    socket.on('data', (d) => {
-      reply = Buffer.concat([reply, d]);
-      const head = reply.indexOf('\r\n');
-      const length = Number(reply.subarray(1, head).toString());
-      if (head > 0 && reply.length >= head + 2 + length + 2) {
-        socket.end();
-        done(reply.subarray(head + 2, head + 2 + length).toString());
-      }
-    });
-    socket.on('error', fail);
-  });
 }
 
 /** The server's clock (TIME), in ms. */

@@ -169,3 +169,23 @@ export function commands(state: { buf: Buffer }): string[][] {
     state.buf = b.subarray(at);
   }
 }
+
+/** A section of INFO, read whole (a bulk reply may come in several chunks). */
+export function redisInfo(port: number, section: string): Promise<string> {
+  return new Promise((done, fail) => {
+    const socket = createConnection({ port, host: '127.0.0.1' });
+    let reply = Buffer.alloc(0);
+    socket.setTimeout(2000, () => socket.destroy(new Error('redis did not answer')));
+    socket.on('connect', () => socket.write(`INFO ${section}\r\n`));
+    socket.on('data', (d) => {
+      reply = Buffer.concat([reply, d]);
+      const head = reply.indexOf('\r\n');
+      const length = Number(reply.subarray(1, head).toString());
+      if (head > 0 && reply.length >= head + 2 + length + 2) {
+        socket.end();
+        done(reply.subarray(head + 2, head + 2 + length).toString());
+      }
+    });
+    socket.on('error', fail);
+  });
+}
