@@ -164,6 +164,31 @@ function compareSizes() {
   console.log('docs/installing.md size table: within 10% of what was measured')
 }
 
+/** The newest (`pick` Math.max) or oldest (Math.min) mtime of the files under `dir` that `keep` takes. */
+function mtimeUnder(dir, keep, pick) {
+  let found = pick === Math.max ? -Infinity : Infinity
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile() || !keep(entry.name)) continue
+    found = pick(found, fs.statSync(join(entry.parentPath ?? entry.path, entry.name)).mtimeMs)
+  }
+  return found
+}
+
+/**
+ * Whether dist/ was built after the TypeScript sources last changed (as npm ci's prepare
+ * leaves it): then it is packed as it is. Rebuilding it rewrote every file in dist/ in
+ * place, and CI packs beside the tests, whose child processes load dist/: one loaded a
+ * module while tsc was rewriting it ("resolveLimits is not a function", 2026-12-07).
+ */
+function tsFresh() {
+  if (!fs.existsSync(join(root, 'dist', 'index.js'))) return false
+  const sources = Math.max(
+    mtimeUnder(join(root, 'lib'), (name) => name.endsWith('.ts'), Math.max),
+    ...['tsconfig.json', 'package.json', join('scripts', 'bundle-mcp.js')].map((f) => fs.statSync(join(root, f)).mtimeMs),
+  )
+  return mtimeUnder(join(root, 'dist'), (name) => name.endsWith('.js'), Math.min) > sources
+}
+
 /** This machine's glibc version (for the message of a non-portable pack). */
 function glibcVersion() {
   const report = process.report?.getReport?.()
@@ -191,7 +216,8 @@ function main() {
     }
     // The build in native/ is this platform's shipped binary: drop any older copy in npm/.
     fs.rmSync(join(root, 'npm', id, `${pkg.napi.binaryName}.${id}.node`), { force: true })
-    execFileSync('npm', ['run', 'build:ts'], { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' })
+    if (tsFresh()) console.log('pack:local: reusing the TypeScript build in dist/ (lib/ did not change since)')
+    else execFileSync('npm', ['run', 'build:ts'], { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' })
   }
   fs.rmSync(out, { recursive: true, force: true })
   fs.mkdirSync(out, { recursive: true })
