@@ -214,6 +214,54 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
     await store.close();
   });
 
+  it('settles sharing one compare-and-set: a record that moved on meanwhile is decided alone (fenced), the others of its turn land', async () => {
+    const s = await server();
+    const store = new RedisStore({ url: s.url, prefix: uniquePrefix() });
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let started = 0;
+    let allStarted!: () => void;
+    const running = new Promise<void>((r) => (allStarted = r));
+    let warming = true;
+    const pay = idempotent(async function pay(n: number) {
+      if (!warming && ++started === 4) allStarted();
+      if (!warming) await gate;
+      return { n };
+    }, { store, ttlMs: 60_000, leaseMs: 60_000 });
+    const stats = async () => {
+      const text = await info(s.port, 'commandstats');
+      const count = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0);
+      return { evalsha: count('evalsha'), pexpiretime: count('pexpiretime') };
+    };
+    // Until a call settles in one command (the clock read, IFEQ probed, the small script loaded).
+    for (let i = 0; ; i++) {
+      expect(i, 'the one-command settle never engaged in 200 calls').toBeLessThan(200);
+      const b = await stats();
+      await pay(1000 + i);
+      if ((await stats()).pexpiretime === b.pexpiretime) break;
+    }
+    warming = false;
+    const calls = [1, 2, 3, 4].map((n) => pay(n).then((value) => ({ value }), (error: unknown) => ({ error })));
+    await running;
+    // An operator frees call 3's record while its fn runs: its claim is no longer what SET NX wrote.
+    expect(await store.release(pay.keyFor(3))).toBe(true);
+    const before = await stats();
+    open();
+    const results = await Promise.all(calls);
+    const after = await stats();
+    for (const n of [1, 2, 4]) {
+      expect(results[n - 1]).toEqual({ value: { n } });
+      expect(await store.get(pay.keyFor(n))).toMatchObject({ status: 'completed', result: { n }, attempts: 1 });
+    }
+    expect(results[2]).toMatchObject({ error: { code: 'LEASE_LOST' } });
+    expect((await store.get(pay.keyFor(3)))?.status).toBe('pending'); // released, not settled by the fenced run
+    // One call for the turn's compare-and-set (Redis 7; none where SET IFEQ settles each),
+    // then the settle script for call 3 alone.
+    const ifeq = !/syntax/i.test(await redisCommand(s.port, 'SET idt-probe x IFEQ y'));
+    expect(after.evalsha - before.evalsha).toBe(ifeq ? 1 : 2);
+    await store.close();
+  });
+
   it('a server that accepts but never answers: a StoreError within the timeouts, each time', async () => {
     const silent: Server = createServer(() => {}); // the kernel completes the handshake; nothing replies
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));

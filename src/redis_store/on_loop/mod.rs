@@ -246,7 +246,7 @@ impl OnLoop {
         }
         let compared = !compares.is_empty();
         if compared {
-            compare_and_set(&compares).write_packed_command(&mut head);
+            compare_and_set(compares).write_packed_command(&mut head);
         }
         head.append(&mut packed);
         let packed = head;

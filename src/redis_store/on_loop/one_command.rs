@@ -54,14 +54,21 @@ pub enum OneSettle {
 }
 
 /// The one script call settling every `Compare` of a turn (`lua/settle_if_equal.lua`):
-/// its reply is one integer per key, in their order.
-pub fn compare_and_set(compares: &[(String, [Vec<u8>; 3])]) -> Cmd {
-    let keys: Vec<&str> = compares.iter().map(|(k, _)| k.as_str()).collect();
-    let args: Vec<Vec<u8>> = compares
-        .iter()
-        .flat_map(|(_, a)| a.iter().cloned())
-        .collect();
-    scripts::evalsha_keys(scripts::settle_if_equal(), &keys, &args)
+/// its reply is one integer per key, in their order. Takes the settles by value: each
+/// settled value (its result in it) is moved into the command, not copied.
+pub fn compare_and_set(compares: Vec<(String, [Vec<u8>; 3])>) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(scripts::settle_if_equal().get_hash())
+        .arg(compares.len());
+    let mut args = Vec::with_capacity(compares.len() * 3);
+    for (key, parts) in compares {
+        cmd.arg(key);
+        args.extend(parts);
+    }
+    for arg in args {
+        cmd.arg(arg);
+    }
+    cmd
 }
 
 /// What the one-command settle needs, per store (on the JavaScript thread only).
