@@ -31,6 +31,14 @@ reused_ok() {
   echo "pack: the sources changed since the last release build: pack:local built again"
 }
 check "pack:local reuses the release build of npm ci when the sources did not change" reused_ok
+# It packs dist/ as npm ci built it too: rebuilding rewrote dist/ in place while the tests
+# beside this step (.ci/run's lanes) were loading it.
+ts_reused_ok() {
+  grep -q "reusing the TypeScript build in dist/" "$pack_log" && return
+  [ "${CI:-}" != true ] || { echo "pack: pack:local rebuilt dist/ although lib/ did not change since npm ci"; return 1; }
+  echo "pack: lib/ changed since the last TypeScript build: pack:local built it again"
+}
+check "pack:local reuses the TypeScript build of npm ci when lib/ did not change" ts_reused_ok
 rm -f "$pack_log"
 # pack:local writes no tracked file: the work tree is as it was (in a clean clone: clean).
 tree_ok() {
