@@ -319,6 +319,23 @@ describe('PostgresStore.prune() costs in proportion to the rows it deletes (issu
     expect(large).toBeLessThan(small * 8);
   });
 
+  it('a row another session is claiming again is skipped while held (never waited on), and kept once it is pending', async () => {
+    const table = uniqueTable();
+    const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
+    for (const key of ['k', 'other']) {
+      const claim = await store.acquire({ key, name: 'n', fingerprint: 'fp', leaseMs: 30_000, force: false });
+      expect(await store.complete({ key, token: (claim as { token: string }).token, resultJson: '1', ttlMs: 60_000 })).toBe(true);
+    }
+    await sql(`UPDATE "${table}" SET expires_at = 1`); // both expired
+    // The claim of a new call on the expired record, not committed yet.
+    const held = await holdRow(table, 'k', `status = 'pending', expires_at = NULL, updated_at = updated_at + 1`);
+    expect(await store.prune()).toBe(1); // 'other'; 'k' is skipped, not waited on (this would hang)
+    await held.commit();
+    expect(await store.prune()).toBe(0);
+    expect((await sql(`SELECT key, status FROM "${table}"`)).rows).toEqual([{ key: 'k', status: 'pending' }]);
+    await store.close();
+  });
+
   it('the store\'s prune() walks to the end, past rows of the same expiry', async () => {
     const table = uniqueTable();
     const store = new lib.PostgresStore({ url: PG_URL, table, pruneIntervalMs: 0 });
