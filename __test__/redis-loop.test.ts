@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ROOT, lib, runNode } from './helpers';
-import { RedisServer, redisCommand, redisInfo as info, uniquePrefix } from './redis-server';
+import { RedisServer, commandCalls, redisCommand, uniquePrefix, untilOneCommandSettle } from './redis-server';
 
 const { idempotent, RedisStore, StoreError } = lib;
 const servers: RedisServer[] = [];
@@ -123,7 +123,7 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
     // A fresh claim settles in one command whatever its size (one_command.rs); a renewed
     // one changed its record, so its settle is the script, and a large outcome is staged
     // (RENAME into place). The tool outlasts its lease: it is renewed before it settles.
-    const renames = async () => Number(/cmdstat_rename:calls=(\d+)/.exec(await info(s.port, 'commandstats'))?.[1] ?? 0);
+    const renames = async () => (await commandCalls(s.port))('rename');
     const before = await renames();
     const slow = idempotent(async (n: number) => {
       await new Promise((r) => setTimeout(r, 700));
@@ -150,24 +150,16 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
       return { n, note: 'ünï ☃' };
     }, { store, ttlMs: 60_000 });
     const calls = async () => {
-      const stats = await info(s.port, 'commandstats');
-      const count = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+      const count = await commandCalls(s.port);
       return { evalsha: count('evalsha'), time: count('time'), pexpiretime: count('pexpiretime') };
     };
-    // Warm up until a new call settles without the settle script (no PEXPIRETIME): the
-    // store then has the server's clock (it keeps a reading for a minute, but takes only
-    // one read on a round trip under 10 ms, which a loaded machine may miss for a while),
-    // has tried IFEQ and, where it is missing, has loaded the small script. Two warm-up
-    // calls were not always enough: on a busy CI host the first clock read was slow, the
-    // small script's first use fell inside the counted calls, and its NOSCRIPT made 21.
+    // Warm up until a new call settles without the settle script: the store then has the
+    // server's clock, has tried IFEQ and, where it is missing, has loaded the small script.
+    // Two warm-up calls were not always enough: on a busy CI host the first clock read was
+    // slow, the small script's first use fell inside the counted calls, and its NOSCRIPT
+    // made 21.
     const serverStart = await serverTime(s.port);
-    let warm = 0;
-    for (let engaged = false; !engaged; ) {
-      expect(warm, 'the one-command settle never engaged in 200 calls').toBeLessThan(200);
-      const b = await calls();
-      await pay(1000 + warm++).catch(() => {});
-      engaged = (await calls()).pexpiretime === b.pexpiretime;
-    }
+    const warm = await untilOneCommandSettle(s.port, (i) => pay(1000 + i).catch(() => {}));
     await pay(101);
     const before = await calls();
     for (let n = 2; n <= 21; n++) await pay(n).catch(() => {});
@@ -229,17 +221,10 @@ describe('RedisStore on the JavaScript thread\'s event loop', () => {
       return { n };
     }, { store, ttlMs: 60_000, leaseMs: 60_000 });
     const stats = async () => {
-      const text = await info(s.port, 'commandstats');
-      const count = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0);
+      const count = await commandCalls(s.port);
       return { evalsha: count('evalsha'), pexpiretime: count('pexpiretime') };
     };
-    // Until a call settles in one command (the clock read, IFEQ probed, the small script loaded).
-    for (let i = 0; ; i++) {
-      expect(i, 'the one-command settle never engaged in 200 calls').toBeLessThan(200);
-      const b = await stats();
-      await pay(1000 + i);
-      if ((await stats()).pexpiretime === b.pexpiretime) break;
-    }
+    await untilOneCommandSettle(s.port, (i) => pay(1000 + i));
     warming = false;
     const calls = [1, 2, 3, 4].map((n) => pay(n).then((value) => ({ value }), (error: unknown) => ({ error })));
     await running;

@@ -189,3 +189,27 @@ export function redisInfo(port: number, section: string): Promise<string> {
     socket.on('error', fail);
   });
 }
+
+/** Calls of each command so far on the server at `port` (INFO commandstats). */
+export async function commandCalls(port: number): Promise<(name: string) => number> {
+  const stats = await redisInfo(port, 'commandstats');
+  return (name) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+}
+
+/**
+ * Makes new calls (`call(i)` for i = 0, 1, ...) until one settles without the settle script
+ * (no PEXPIRETIME on the server at `port`); returns how many it made. RedisStore's loop
+ * transport settles a new call in one command (`SET ... IFEQ`, or on Redis 7 a small
+ * script) only once it holds the server's clock, read on a round trip under 10 ms, and has
+ * probed IFEQ (src/redis_store/on_loop/one_command.rs). One warm-up call did both on a
+ * quiet host; on a loaded one (CI) it did neither, and tests that counted or cut the next
+ * settle saw the probe or a NOSCRIPT instead.
+ */
+export async function untilOneCommandSettle(port: number, call: (i: number) => Promise<unknown>): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const before = (await commandCalls(port))('pexpiretime');
+    await call(i);
+    if ((await commandCalls(port))('pexpiretime') === before) return i + 1;
+  }
+  throw new Error('the one-command settle never engaged in 200 calls');
+}
