@@ -190,10 +190,13 @@ export function redisInfo(port: number, section: string): Promise<string> {
   });
 }
 
-/** Calls of each command so far on the server at `port` (INFO commandstats). */
-export async function commandCalls(port: number): Promise<(name: string) => number> {
+/**
+ * Calls of each command so far on the server at `port` (INFO commandstats), or another of
+ * its counts (`failed_calls`: answered with an error, NOSCRIPT among them).
+ */
+export async function commandCalls(port: number): Promise<(name: string, count?: 'calls' | 'failed_calls') => number> {
   const stats = await redisInfo(port, 'commandstats');
-  return (name) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+  return (name, count = 'calls') => Number(new RegExp(`cmdstat_${name}:(?:[^\\r\\n]*,)?${count}=(\\d+)`).exec(stats)?.[1] ?? 0);
 }
 
 /**
