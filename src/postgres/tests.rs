@@ -22,7 +22,16 @@ impl Fixture {
     }
 
     fn with_url(url: &str) -> Self {
-        let table = format!("rs_{}", &new_token()[..12]);
+        Self::on_table(url, format!("rs_{}", &new_token()[..12]))
+    }
+
+    /// Another store on this fixture's table, as another process would have: its own
+    /// connections.
+    fn another_store(&self) -> Arc<Inner> {
+        Self::on_table(&pg_url(), self.table.clone()).inner
+    }
+
+    fn on_table(url: &str, table: String) -> Self {
         let store = NativePostgresStore::from_options(PostgresOptions {
             url: url.into(),
             table: Some(table.clone()),
@@ -689,6 +698,121 @@ async fn statements_planned_on_a_small_table_reach_rows_through_the_key_index_as
         assert!(
             !plan.contains("Seq Scan") && plan.contains("Index"),
             "a statement of the store reads the whole table instead of probing the key index:\n{plan}"
+        );
+    }
+    f.drop_table().await;
+}
+
+/// Waits until `n` statements wait, directly or through each other, on the lock of the
+/// backend `blocker` (a state read from pg_stat_activity, not a pause).
+async fn until_waiting_on(f: &Fixture, blocker: i32, n: i64) {
+    let client = f.inner.pool.connect("watch").await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        let row = client
+            .query_one(
+                "WITH RECURSIVE w AS ( \
+                   SELECT pid FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)) \
+                   UNION SELECT a.pid FROM pg_stat_activity AS a, w \
+                   WHERE w.pid = ANY (pg_blocking_pids(a.pid))) \
+                 SELECT count(*) FROM w",
+                &[&blocker],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) >= n {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    let rows = client
+        .query(
+            "SELECT pid::text || ' ' || coalesce(wait_event_type, '') || ' ' || coalesce(wait_event, '') \
+               || ' ' || pg_blocking_pids(pid)::text || ' ' || left(query, 40) \
+             FROM pg_stat_activity WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let seen: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    panic!("{n} statements never waited on backend {blocker}: {seen:#?}");
+}
+
+#[tokio::test]
+async fn a_settle_and_a_claim_of_the_same_rows_lock_them_in_one_order() {
+    // Found by CI (stop 42): 4 processes racing on 100 keys, one acquire failed with
+    // "deadlock detected". An acquire locks its rows in key order; a settle locked them in
+    // its batch's order. Here: a settle of [b, a] and a takeover of [a, b], both held
+    // behind a third transaction's lock on `a` until each has taken what it can.
+    let f = Fixture::new();
+    let s = f.inner.clone();
+    let claims = s
+        .acquire_batch(vec![
+            req("a", "fp", 60_000.0, None, false),
+            req("b", "fp", 60_000.0, None, false),
+        ])
+        .await;
+    let tokens: Vec<String> = claims
+        .into_iter()
+        .map(|c| c.unwrap().token.unwrap())
+        .collect();
+    // Both leases run out (so another call takes the claims over), their owner still
+    // settling them.
+    f.sql("UPDATE {t} SET lease_expires_at = 1").await;
+    let mut blocker = f.inner.pool.connect("blocker").await.unwrap();
+    let tx = blocker.transaction().await.unwrap();
+    tx.batch_execute(&format!(
+        "SELECT 1 FROM \"{}\" WHERE key = 'a' FOR UPDATE",
+        f.table
+    ))
+    .await
+    .unwrap();
+    let blocker_pid: i32 = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let taker = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.acquire_batch(vec![
+                req("a", "fp", 60_000.0, None, false),
+                req("b", "fp", 60_000.0, None, false),
+            ])
+            .await
+        })
+    };
+    until_waiting_on(&f, blocker_pid, 1).await;
+    let settler = {
+        let s = f.another_store();
+        let (ta, tb) = (tokens[0].clone(), tokens[1].clone());
+        tokio::spawn(async move {
+            s.settle_batch(
+                COMPLETED,
+                vec![
+                    settle_req("b", &tb, Some("1"), None, None),
+                    settle_req("a", &ta, Some("1"), None, None),
+                ],
+            )
+            .await
+        })
+    };
+    until_waiting_on(&f, blocker_pid, 2).await;
+    tx.commit().await.unwrap();
+    let taken = taker.await.unwrap();
+    let settled = settler.await.unwrap();
+    for out in taken {
+        let o = out.expect("a claim never fails on a deadlock");
+        assert!(
+            o.acquired && o.taken_over,
+            "the run-out leases are taken over"
+        );
+    }
+    for out in settled {
+        let settled = out.expect("a settle never fails on a deadlock");
+        assert!(
+            !settled,
+            "a settle of a claim taken over is refused (fencing)"
         );
     }
     f.drop_table().await;

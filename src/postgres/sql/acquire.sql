@@ -10,8 +10,9 @@
 -- statement's clock. When the row refuses the claim (completed, another fingerprint, a
 -- live lease), nothing is inserted or locked: a replay only reads. Otherwise INSERT … ON
 -- CONFLICT decides on the newest committed version of the row (waiting for a concurrent
--- writer), applying the same rule; rows are claimed in key order, so two batches never
--- wait on each other in a cycle.
+-- writer), applying the same rule; rows are claimed in key order (bytes, COLLATE "C"), as
+-- settle.sql, expire.sql and clear.sql lock theirs, so no two statements wait on each
+-- other in a cycle.
 -- The answer, by key (no order): a row with `acquired` for each claim made; a row with
 -- `acquired` false and the record in the way, as the snapshot showed it, for each claim
 -- the snapshot's row refused; and no row for a claim that was neither: its row appeared
@@ -41,7 +42,7 @@ WITH now AS (
          false, cur.now, cur.now, NULL, cur.now + cur.lease_ms, cur.meta, NULL
   FROM cur
   WHERE cur.refuses IS NOT TRUE -- no row (NULL), or one the rule lets this claim take
-  ORDER BY cur.key
+  ORDER BY cur.key COLLATE "C" -- the lock order of every statement that locks rows
   ON CONFLICT (key) DO UPDATE SET
     name = excluded.name,
     fingerprint = excluded.fingerprint,

@@ -20,13 +20,21 @@ WITH now AS (
 ), input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::double precision[])
     AS i(key, token, status, result, error, ttl_ms, duration_ms)
+), locked AS (
+  -- The rows to settle, locked in key order before any is changed: acquire.sql claims
+  -- in that order too, so a settle and a claim of the same rows never wait on each other
+  -- in a cycle (an UPDATE alone locks in whatever order its plan meets the rows).
+  SELECT r.key FROM {table} AS r JOIN input AS i ON r.key = i.key
+  WHERE r.status = 'pending' AND r.token = i.token
+  ORDER BY r.key COLLATE "C"
+  FOR UPDATE OF r
 ), settled AS (
   UPDATE {table} AS r
   SET status = i.status, token = NULL, settled_token = i.token, result = i.result, error = i.error,
       updated_at = now.ms, expires_at = now.ms + i.ttl_ms, lease_expires_at = NULL,
       duration_ms = i.duration_ms
-  FROM input AS i, now
-  WHERE r.key = i.key AND r.status = 'pending' AND r.token = i.token
+  FROM input AS i, now, locked AS l
+  WHERE r.key = i.key AND l.key = i.key AND r.status = 'pending' AND r.token = i.token
   RETURNING r.key, r.watched, i.token
 ), notified AS (
   SELECT pg_notify('{channel}', encode(sha256(convert_to(settled.token, 'UTF8')), 'hex'))
