@@ -8,8 +8,8 @@ const sendPayment = tool({
   name: 'send_payment',
   description: 'Charge an order',
   parameters: z.object({ orderId: z.string(), cents: z.number() }),
-  timeoutMs: 100, // the SDK tells the model "timed out" while the charge goes on
-  execute: async ({ orderId }) => new Promise((done) => setTimeout(() => done(`ch_${++charges} for ${orderId}`), 120)),
+  timeoutMs: 1000, // the SDK tells the model "timed out" while the charge goes on
+  execute: async ({ orderId }) => new Promise((done) => setTimeout(() => done(`ch_${++charges} for ${orderId}`), 1200)),
 });
 
 const agent = new Agent({
