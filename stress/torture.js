@@ -5,7 +5,7 @@
 // one-line verdict.
 //
 //   node stress/torture.js [--store sqlite|redis|postgres] [--seconds 600] [--workers 8]
-//                          [--keys 40] [--redis redis://127.0.0.1:6379/15]
+//                          [--keys 40] [--lanes 16] [--redis redis://127.0.0.1:6379/15]
 //                          [--postgres postgres://postgres@127.0.0.1:5432/postgres] [--table T]
 //
 // On Postgres each run has a table of its own (--table, default `torture_<pid>_<time>`);
@@ -45,6 +45,12 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '600' },
     workers: { type: 'string', default: '8' },
     keys: { type: 'string', default: '40' },
+    // Calls in flight per worker. Many (a few hundred) make each turn of a worker's event
+    // loop send its claims and settles as large batches, so batches of two processes meet
+    // on the same rows. (The PostgreSQL lock-order deadlock that such batches could hit
+    // was rare enough that 60 s at 200 lanes did not meet it: its test in
+    // src/postgres/tests.rs builds the cycle on purpose.)
+    lanes: { type: 'string', default: '16' },
     redis: { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379/15' },
     postgres: { type: 'string', default: process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres' },
     table: { type: 'string' },
@@ -93,7 +99,7 @@ async function work(config) {
   if (config.crash) setTimeout(() => { throw new Error('injected crash (--inject-crash)'); }, 200);
   const stopAt = Date.now() + config.ms;
   let attempt = 0;
-  const lanes = Array.from({ length: 16 }, async () => {
+  const lanes = Array.from({ length: config.lanes }, async () => {
     while (Date.now() < stopAt) {
       // The key space moves on every few seconds, so new keys keep being claimed (and
       // raced, and killed) all run long, not only at its start.
@@ -253,6 +259,7 @@ async function main() {
     prefix: `torture:${process.pid}:${Date.now()}:`,
     log: join(dir, 'effects.log'),
     keys,
+    lanes: Number(values.lanes),
     startedAt: Date.now(),
     rotateMs: 5000,
   };
