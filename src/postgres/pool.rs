@@ -136,7 +136,9 @@ impl Pool {
         self.target.config.connect(self.tls.clone()).await
     }
 
-    /// A new connection, its driver task spawned (it ends when the connection does).
+    /// A new connection, its driver task spawned (it ends when the connection does), with
+    /// the store's session settings (sql/session.sql) made before anything else runs on it:
+    /// the table's check and creation too, which a serializable default breaks.
     pub async fn connect(&self, what: &str) -> StoreResult<Client> {
         let (client, connection) = self
             .target
@@ -147,6 +149,10 @@ impl Pool {
         tokio::spawn(async move {
             let _ = connection.await;
         });
+        client
+            .batch_execute(&self.sql.session)
+            .await
+            .map_err(|e| self.fail(what, &e))?;
         Ok(client)
     }
 
@@ -155,11 +161,6 @@ impl Pool {
         self.schema
             .get_or_try_init(|| self.ensure_schema(&client, what, self.create))
             .await?;
-        // Before any statement is planned (see sql/session.sql).
-        client
-            .batch_execute(&self.sql.session)
-            .await
-            .map_err(|e| self.fail(what, &e))?;
         // Prepared together: tokio-postgres pipelines them, so this is one round trip.
         let s = &self.sql;
         let c = &client;

@@ -817,3 +817,59 @@ async fn a_settle_and_a_claim_of_the_same_rows_lock_them_in_one_order() {
     }
     f.drop_table().await;
 }
+
+#[tokio::test]
+async fn a_server_whose_sessions_default_to_serializable_still_gets_read_committed_statements() {
+    // A database set to `default_transaction_isolation = serializable` (ALTER DATABASE ...
+    // SET, common where an application relies on it) made the store's own statements
+    // serializable: racing claims failed with SQLSTATE 40001 instead of waiting and
+    // replaying, and stores opening a new table at once failed "not an idempotent-tools
+    // table". The URL's `options` stands in for the database's setting here.
+    let url = format!(
+        "{}?options=-c%20default_transaction_isolation%3Dserializable",
+        pg_url()
+    );
+    let table = format!("rs_{}", &new_token()[..12]);
+    let stores: Vec<Arc<Inner>> = (0..3)
+        .map(|_| Fixture::on_table(&url, table.clone()).inner)
+        .collect();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let batch = |st: Arc<Inner>, reverse: bool| {
+        let mut ks = keys.clone();
+        if reverse {
+            ks.reverse();
+        }
+        async move {
+            st.acquire_batch(
+                ks.iter()
+                    .map(|k| req(k, "fp", 60_000.0, None, false))
+                    .collect(),
+            )
+            .await
+        }
+    };
+    let (a, b, c) = tokio::join!(
+        batch(stores[0].clone(), false),
+        batch(stores[1].clone(), true),
+        batch(stores[2].clone(), false)
+    );
+    let mut wins = std::collections::HashMap::new();
+    for outcome in a.into_iter().chain(b).chain(c) {
+        let o = outcome.expect("no claim fails under a serializable default");
+        if o.acquired {
+            *wins.entry(o.token.unwrap()).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(wins.len(), keys.len(), "one winner per key");
+    let client = stores[0].pool.connect("iso").await.unwrap();
+    let level: String = client
+        .query_one("SHOW transaction_isolation", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(level, "read committed", "the store's own connections");
+    client
+        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
+        .await
+        .unwrap();
+}

@@ -1,4 +1,4 @@
--- session: run once on each of PostgresStore's own connections, before its statements.
+-- session: run once on each of PostgresStore's own connections, before anything else.
 -- Its statements are prepared once per connection and run thousands of times; two
 -- settings keep each run cheap whatever the table's size was when it was first planned:
 -- - plan_cache_mode: one generic plan, never planned again. Under the default (`auto`) a
@@ -14,9 +14,14 @@
 --   table (list, recent, stats), far past jit_above_cost, so the server JIT-compiled each
 --   run of them: about 100 ms a statement on a table of one row (a listing, two of them,
 --   took 230 ms). The store's statements are short; none gains from JIT.
+-- - default_transaction_isolation: READ COMMITTED, what the statements are written for
+--   (a claim that waited on another's row decides on its newest version). A database set
+--   to default to SERIALIZABLE or REPEATABLE READ made them fail with SQLSTATE 40001 when
+--   calls raced on a key, and made stores that created a new table at once refuse it.
 -- These connections run only the store's statements: nothing else sees these settings.
 SET plan_cache_mode = force_generic_plan;
 SET enable_seqscan = off;
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
 SET jit = off;
+SET default_transaction_isolation = 'read committed';
