@@ -44,7 +44,7 @@ pub const DEFAULT_COMMAND_TIMEOUT_MS: f64 = 5000.0;
 const DEFAULT_POOL_SIZE: u32 = 4;
 /// How often an acquire or a settle is sent again when a concurrent writer changed the row
 /// after the statement's snapshot (each try takes a new snapshot, so this is rarely more
-/// than 1).
+/// than 1), or when the statement was a deadlock's victim.
 const SEND_TRIES: usize = 8;
 /// The most full batches one `prune()` deletes (10 million rows): see `prune`.
 const MAX_PRUNE_BATCHES: u32 = 10_000;
@@ -187,6 +187,26 @@ fn by_key<'a>(
     round.iter().map(|&i| (key(i).as_str(), i)).collect()
 }
 
+/// A statement PostgreSQL ended as a deadlock's victim (SQLSTATE 40P01): it was rolled
+/// back whole, so sending it again is safe. The store's own statements lock rows in one
+/// order (see sql/acquire.sql), but another transaction on the table (an operator's
+/// UPDATE over many rows) need not.
+fn deadlock_victim(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED)
+}
+
+/// A statement's rows, or `None` when it was a deadlock's victim (none of its requests
+/// answered: each is sent again, as a stale one is).
+fn unless_victim(
+    rows: std::result::Result<Vec<Row>, tokio_postgres::Error>,
+) -> std::result::Result<Option<Vec<Row>>, tokio_postgres::Error> {
+    match rows {
+        Ok(rows) => Ok(Some(rows)),
+        Err(e) if deadlock_victim(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 struct Inner {
     pool: Arc<Pool>,
     listening: Mutex<Option<Listening>>,
@@ -212,7 +232,11 @@ impl Inner {
             if tries[i] >= SEND_TRIES {
                 out[i] = Some(Err(self.pool.target.failure(
                     what,
-                    format!("key {:?} kept changing under {SEND_TRIES} tries", key(i)),
+                    format!(
+                        "key {:?} kept changing (or its statement was a deadlock's victim) \
+                         under {SEND_TRIES} tries",
+                        key(i)
+                    ),
                 )));
             } else {
                 again.push(i);
@@ -272,20 +296,22 @@ impl Inner {
                         &metas,
                     );
                     async move {
-                        s.client
-                            .query(
-                                &s.st.acquire,
-                                &[
-                                    params.0, params.1, params.2, params.3, params.4, params.5,
-                                    params.6,
-                                ],
-                            )
-                            .await
+                        unless_victim(
+                            s.client
+                                .query(
+                                    &s.st.acquire,
+                                    &[
+                                        params.0, params.1, params.2, params.3, params.4, params.5,
+                                        params.6,
+                                    ],
+                                )
+                                .await,
+                        )
                     }
                 })
                 .await;
             let rows = match rows {
-                Ok(rows) => rows,
+                Ok(rows) => rows.unwrap_or_default(),
                 Err(e) => {
                     for &i in &round {
                         out[i] = Some(Err(e.clone()));
@@ -323,7 +349,8 @@ impl Inner {
                 }));
             }
             // No row: neither claimed nor refused. The row appeared or changed after the
-            // snapshot (the statement waited for its writer): send the claim again.
+            // snapshot (the statement waited for its writer), or the statement was a
+            // deadlock's victim: send the claim again.
             let mut again = self.again(&round, &mut out, &mut tries, WHAT, |i| &reqs[i].key);
             again.extend(later);
             todo = again;
@@ -394,22 +421,24 @@ impl Inner {
                         &keys, &tokens, &statuses, &results, &errors, &ttls, &durations,
                     );
                     async move {
-                        s.client
-                            .query(
-                                &s.st.settle,
-                                &[
-                                    params.0, params.1, params.2, params.3, params.4, params.5,
-                                    params.6,
-                                ],
-                            )
-                            .await
+                        unless_victim(
+                            s.client
+                                .query(
+                                    &s.st.settle,
+                                    &[
+                                        params.0, params.1, params.2, params.3, params.4, params.5,
+                                        params.6,
+                                    ],
+                                )
+                                .await,
+                        )
                     }
                 })
                 .await;
             let mut again = match rows {
                 Ok(rows) => {
                     let at = by_key(&round, |i| &reqs[i].key);
-                    for row in &rows {
+                    for row in rows.iter().flatten() {
                         if let Some(&i) = at.get(row.get::<_, &str>(0)) {
                             out[i] = Some(Ok(row.get(1)));
                         }
@@ -417,7 +446,8 @@ impl Inner {
                     // No row: the snapshot showed the claim pending under its token, yet
                     // the UPDATE did not settle it: the row changed after the snapshot
                     // (the statement waited for its writer), and whether this settle took
-                    // is not known yet. Send it again.
+                    // is not known yet; or the statement was a deadlock's victim (rolled
+                    // back). Send it again.
                     self.again(&round, &mut out, &mut tries, what, |i| &reqs[i].key)
                 }
                 Err(e) => {

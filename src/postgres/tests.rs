@@ -873,3 +873,67 @@ async fn a_server_whose_sessions_default_to_serializable_still_gets_read_committ
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_settle_chosen_as_a_deadlocks_victim_is_sent_again() {
+    // The store's statements lock rows in one order, but another transaction on the table
+    // (an operator's UPDATE over many rows) need not: PostgreSQL then ends one of the two
+    // with SQLSTATE 40P01, which rolls that statement back whole. Here the settle is the
+    // victim (the other session waits 30 s before it looks for a deadlock, the settle's
+    // 1 s): its calls' side effects have run, so failing it would leave their records
+    // pending until a takeover. Sent again, it settles.
+    let f = Fixture::new();
+    let s = f.inner.clone();
+    let tokens: Vec<String> = s
+        .acquire_batch(vec![
+            req("a", "fp", 60_000.0, None, false),
+            req("b", "fp", 60_000.0, None, false),
+        ])
+        .await
+        .into_iter()
+        .map(|c| c.unwrap().token.unwrap())
+        .collect();
+    let mut other = f.inner.pool.connect("other").await.unwrap();
+    let tx = other.transaction().await.unwrap();
+    tx.batch_execute(&format!(
+        "SET LOCAL deadlock_timeout = '30s'; SELECT 1 FROM \"{}\" WHERE key = 'b' FOR UPDATE",
+        f.table
+    ))
+    .await
+    .unwrap();
+    let other_pid: i32 = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let settler = {
+        let s = f.another_store();
+        let (ta, tb) = (tokens[0].clone(), tokens[1].clone());
+        tokio::spawn(async move {
+            s.settle_batch(
+                COMPLETED,
+                vec![
+                    settle_req("a", &ta, Some("1"), None, None),
+                    settle_req("b", &tb, Some("1"), None, None),
+                ],
+            )
+            .await
+        })
+    };
+    // The settle holds `a` and waits for `b`; now the other session asks for `a`.
+    until_waiting_on(&f, other_pid, 1).await;
+    tx.batch_execute(&format!(
+        "SELECT 1 FROM \"{}\" WHERE key = 'a' FOR UPDATE",
+        f.table
+    ))
+    .await
+    .expect("the settle, not this session, is the deadlock's victim");
+    tx.commit().await.unwrap();
+    for out in settler.await.unwrap() {
+        assert!(
+            out.expect("a settle that was a deadlock's victim is sent again"),
+            "and settles"
+        );
+    }
+    f.drop_table().await;
+}
