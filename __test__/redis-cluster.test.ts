@@ -34,6 +34,25 @@ testing.storeConformance({ describe, it }, {
 });
 
 describe('RedisStore on a Redis Cluster', () => {
+  it('a primary that may evict records (a memory limit, allkeys-lru): the first call\'s check says so', async () => {
+    const { EVICTION_CHECK } = require('../dist/stores/redis-store.js') as { EVICTION_CHECK: symbol };
+    const port = String(cluster.primaries()[1]);
+    redisCli(['-p', port, 'CONFIG', 'SET', 'maxmemory', '64mb', 'maxmemory-policy', 'allkeys-lru']);
+    try {
+      const s = store();
+      expect(await idempotent(async () => 'ok', { store: s, name: 'evicts' })()).toBe('ok');
+      expect(await (s as unknown as Record<symbol, Promise<string | null>>)[EVICTION_CHECK]).toMatch(/maxmemory-policy allkeys-lru, maxmemory 67108864 bytes/);
+      await s.close();
+    } finally {
+      redisCli(['-p', port, 'CONFIG', 'SET', 'maxmemory', '0', 'maxmemory-policy', 'noeviction']);
+    }
+    const calm = store();
+    expect(await idempotent(async () => 'ok', { store: calm, name: 'calm' })()).toBe('ok');
+    expect(await (calm as unknown as Record<symbol, Promise<string | null>>)[EVICTION_CHECK]).toBeNull();
+    await calm.clear();
+    await calm.close();
+  });
+
   it('records land on every primary; listRecords, stats and clear walk them all', async () => {
     const s = store();
     const op = idempotent(async function op(n: number) { return n; }, { store: s });

@@ -126,10 +126,12 @@ describe('RedisStore', () => {
     await right.close();
   });
 
-  // The list docs/stores.md gives for a least-privilege user, and the one it gave before
-  // listings read with MGET (a user made from it must keep working after an upgrade).
+  // The list docs/stores.md gives for a least-privilege user, and the ones it gave before
+  // the eviction check read INFO and before listings read with MGET (a user made from
+  // either must keep working after an upgrade; without +info there is just no warning).
   it.each([
-    ['the list documented now', '+set +get +mget +pexpiretime +evalsha +script|load +time +type +hgetall +hmget +scan +unlink +setrange +append +rename +pexpireat +persist'],
+    ['the list documented now', '+set +get +mget +pexpiretime +evalsha +script|load +time +type +hgetall +hmget +scan +unlink +setrange +append +rename +pexpireat +persist +info'],
+    ['the list documented before INFO', '+set +get +mget +pexpiretime +evalsha +script|load +time +type +hgetall +hmget +scan +unlink +setrange +append +rename +pexpireat +persist'],
     ['the list documented before MGET', '+set +get +pexpiretime +evalsha +script|load +time +type +hgetall +hmget +scan +unlink +setrange +append +rename +pexpireat +persist'],
   ])('an ACL user limited to the commands it needs can run every operation: %s', async (_, commands) => {
     const s = await server();

@@ -36,6 +36,12 @@ export interface RedisStoreOptions {
 
 const OPTIONS = new Set(['url', 'prefix', 'connectTimeoutMs', 'commandTimeoutMs', 'cluster']);
 
+/** @internal See `RedisStore[EVICTION_CHECK]`. */
+export const EVICTION_CHECK = Symbol.for('idempotent-tools.evictionCheck');
+
+/** The servers (URLs, password hidden) whose eviction policy was warned of, once each. */
+const evictionWarned = new Set<string>();
+
 /** One op's answer from `runBatch` (see src/redis_store/ops.rs). */
 type Reply = string | boolean | unknown[];
 
@@ -182,6 +188,8 @@ export class RedisStore extends NativeBackedStore {
    * its slowest call does, and one node's trouble (a failover) must not hold up calls on
    * the other primaries: there every call crosses alone. */
   readonly #calls: Calls | undefined;
+  readonly #raw: native.NativeRedisStore;
+  #evictionCheck: Promise<string | null> | undefined;
 
   constructor(options: RedisStoreOptions = {}) {
     const checked = checkOptions(options);
@@ -198,6 +206,38 @@ export class RedisStore extends NativeBackedStore {
     this.prefix = checked.prefix ?? DEFAULT_PREFIX;
     this.#place = redisPlace(checked.url, checked.prefix);
     this.#calls = checked.cluster ? undefined : new Calls(raw);
+    this.#raw = raw;
+  }
+
+  /**
+   * Once the first call's claim is answered, asks the server whether it may evict records
+   * (`INFO memory`, on the connection the calls use): with a memory limit and a policy
+   * other than `noeviction`, a full server drops keys, and a record dropped is a completed
+   * call that runs again (every claim, and every record with `ttlMs`, carries an expiry:
+   * the `volatile-*` policies' candidates too). Warns once per server; no call waits for it.
+   */
+  #checkEviction(): Promise<string | null> {
+    return this.#raw.evictionPolicy().then(
+      (p) => {
+        if (p === null || !(p.maxmemory > 0 && p.policy !== 'noeviction')) return null;
+        const message =
+          `idempotent-tools: the Redis server at ${this.path} evicts keys when it reaches its memory limit ` +
+          `(maxmemory-policy ${p.policy}, maxmemory ${p.maxmemory} bytes): a record it evicts is a completed call that ` +
+          'runs again, and an evicted claim lets a duplicate run beside its call. Set maxmemory-policy noeviction ' +
+          '(a full server then fails calls with a StoreError instead), or keep the records on a Redis of their own.';
+        if (!evictionWarned.has(this.path)) {
+          evictionWarned.add(this.path);
+          globalThis.process?.emitWarning?.(message, { type: 'IdempotentToolsWarning', code: 'IDEMPOTENT_TOOLS_REDIS_EVICTION' });
+        }
+        return message;
+      },
+      () => null, // a server that cannot say (no +info): the calls themselves report any outage
+    );
+  }
+
+  /** @internal The first call's check of the eviction policy: the warning it gave, or null (tests await it). */
+  get [EVICTION_CHECK](): Promise<string | null> | undefined {
+    return this.#evictionCheck;
   }
 
   readonly #place: string;
@@ -208,7 +248,12 @@ export class RedisStore extends NativeBackedStore {
   }
 
   override acquire(request: AcquireRequest): Promise<AcquireResult> {
-    return this.#calls === undefined || this.closed ? super.acquire(request) : this.#calls.acquire(request);
+    const claimed = this.#calls === undefined || this.closed ? super.acquire(request) : this.#calls.acquire(request);
+    if (this.#evictionCheck === undefined) {
+      const check = () => (this.closed ? null : this.#checkEviction());
+      this.#evictionCheck = claimed.then(check, check);
+    }
+    return claimed;
   }
 
   override complete(request: SettleRequest): Promise<boolean> {

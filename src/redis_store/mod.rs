@@ -25,6 +25,7 @@
 
 mod batch;
 mod connection;
+mod eviction;
 mod legacy;
 mod listing;
 #[cfg(test)]
@@ -671,6 +672,21 @@ impl NativeRedisStore {
     #[napi]
     pub async fn prune(&self) -> Result<u32> {
         Ok(0)
+    }
+
+    /// The server's memory limit and eviction policy (see `eviction`); null when its
+    /// `INFO memory` does not say. The JavaScript store warns when it evicts. Asked on the
+    /// connection the calls use (on the event loop, no second connection).
+    #[napi(ts_return_type = "Promise<EvictionPolicy | null>")]
+    pub fn eviction_policy<'env>(
+        &self,
+        env: &'env Env,
+    ) -> Result<PromiseRaw<'env, Option<eviction::EvictionPolicy>>> {
+        if let Some(l) = self.on_loop.get(env, &self.inner)? {
+            return l.eviction_policy(env);
+        }
+        let inner = self.inner.clone();
+        env.spawn_future(guarded(async move { inner.eviction_policy().await }))
     }
 
     /// Drops the connections. Later calls fail with "the store is closed".

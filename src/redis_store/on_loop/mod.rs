@@ -27,6 +27,7 @@ use napi::Env;
 use redis::{Script, Value};
 
 use super::connection::Target;
+use super::eviction::{self, EvictionPolicy};
 use super::ops::{Op, OpReply};
 use super::{claim_args, record, renew_args, scripts, settle_args, settle_what, Inner};
 use crate::failure::StoreResult;
@@ -178,6 +179,31 @@ impl OnLoop {
     #[cfg_attr(test, allow(dead_code))]
     pub fn close(&self) {
         Conn::close(&self.conn);
+    }
+
+    /// `INFO memory` on this transport's connection (see `eviction`): the eviction check
+    /// opens no second connection. Any failure answers null (the calls report outages).
+    pub fn eviction_policy<'env>(
+        &self,
+        env: &'env Env,
+    ) -> napi::Result<PromiseRaw<'env, Option<EvictionPolicy>>> {
+        let (deferred, promise) = Deferred::new(env.raw())?;
+        let mut packed = Vec::new();
+        eviction::info_memory().write_packed_command(&mut packed);
+        Conn::send(
+            &self.conn,
+            packed,
+            1,
+            Box::new(move |_conn, outcome| {
+                let policy = outcome
+                    .ok()
+                    .and_then(|replies| replies.into_iter().next())
+                    .as_ref()
+                    .and_then(eviction::from_reply);
+                deferred.settle(Ok(policy));
+            }),
+        );
+        Ok(PromiseRaw::new(env.raw(), promise))
     }
 
     /// Every op of one turn in one pipeline: an acquire's `SET NX GET`, a settle's one
