@@ -217,7 +217,13 @@ export class RedisStore extends NativeBackedStore {
    * the `volatile-*` policies' candidates too). Warns once per server; no call waits for it.
    */
   #checkEviction(): Promise<string | null> {
-    return this.#raw.evictionPolicy().then(
+    let asked: Promise<native.EvictionPolicy | null>;
+    try {
+      asked = this.#raw.evictionPolicy();
+    } catch {
+      return Promise.resolve(null); // nobody awaits this: it must never reject
+    }
+    return asked.then(
       (p) => {
         if (p === null || !(p.maxmemory > 0 && p.policy !== 'noeviction')) return null;
         const message =
