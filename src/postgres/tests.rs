@@ -574,12 +574,12 @@ async fn a_batch_answers_each_claim_on_its_own_rule_in_one_statement_per_round()
     f.drop_table().await;
 }
 
-#[tokio::test]
-async fn racing_batches_on_overlapping_keys_have_one_winner_per_key() {
-    let f = Fixture::new();
+/// Three batches claiming the same 40 keys at once, one on each of `stores` (the second
+/// in reverse order): every claim is answered (`why` says what a failure would mean), and
+/// each key has one winner.
+async fn race_three_batches(stores: [Arc<Inner>; 3], why: &str) {
     let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
-    let batch = |reverse: bool| {
-        let st = f.inner.clone();
+    let batch = |st: Arc<Inner>, reverse: bool| {
         let mut ks = keys.clone();
         if reverse {
             ks.reverse();
@@ -593,15 +593,27 @@ async fn racing_batches_on_overlapping_keys_have_one_winner_per_key() {
             .await
         }
     };
-    let (a, b, c) = tokio::join!(batch(false), batch(true), batch(false));
+    let [a, b, c] = stores;
+    let (a, b, c) = tokio::join!(batch(a, false), batch(b, true), batch(c, false));
     let mut wins = std::collections::HashMap::new();
     for outcome in a.into_iter().chain(b).chain(c) {
-        let o = outcome.expect("no claim fails: batches never deadlock");
+        let o = outcome.expect(why);
         if o.acquired {
             *wins.entry(o.token.unwrap()).or_insert(0) += 1;
         }
     }
     assert_eq!(wins.len(), keys.len(), "one winner per key");
+}
+
+#[tokio::test]
+async fn racing_batches_on_overlapping_keys_have_one_winner_per_key() {
+    let f = Fixture::new();
+    let s = &f.inner;
+    race_three_batches(
+        [s.clone(), s.clone(), s.clone()],
+        "no claim fails: batches never deadlock",
+    )
+    .await;
     f.drop_table().await;
 }
 
@@ -738,6 +750,44 @@ async fn until_waiting_on(f: &Fixture, blocker: i32, n: i64) {
     panic!("{n} statements never waited on backend {blocker}: {seen:#?}");
 }
 
+/// Claims `keys` in one batch; their tokens.
+async fn claimed(s: &Inner, keys: &[&str]) -> Vec<String> {
+    s.acquire_batch(
+        keys.iter()
+            .map(|k| req(k, "fp", 60_000.0, None, false))
+            .collect(),
+    )
+    .await
+    .into_iter()
+    .map(|c| c.unwrap().token.unwrap())
+    .collect()
+}
+
+/// Runs `sql` in `tx` ({t}: the fixture's table); the backend pid that holds what it took.
+async fn holding(f: &Fixture, tx: &tokio_postgres::Transaction<'_>, sql: &str) -> i32 {
+    tx.batch_execute(&sql.replace("{t}", &format!("\"{}\"", f.table)))
+        .await
+        .unwrap();
+    tx.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Settles `(key, token)` in one batch, in that order, on a task of its own.
+fn settling(
+    s: Arc<Inner>,
+    settles: Vec<(&'static str, String)>,
+) -> tokio::task::JoinHandle<Vec<StoreResult<bool>>> {
+    tokio::spawn(async move {
+        let reqs = settles
+            .iter()
+            .map(|(k, t)| settle_req(k, t, Some("1"), None, None))
+            .collect();
+        s.settle_batch(COMPLETED, reqs).await
+    })
+}
+
 #[tokio::test]
 async fn a_settle_and_a_claim_of_the_same_rows_lock_them_in_one_order() {
     // Found by CI (stop 42): 4 processes racing on 100 keys, one acquire failed with
@@ -746,32 +796,13 @@ async fn a_settle_and_a_claim_of_the_same_rows_lock_them_in_one_order() {
     // behind a third transaction's lock on `a` until each has taken what it can.
     let f = Fixture::new();
     let s = f.inner.clone();
-    let claims = s
-        .acquire_batch(vec![
-            req("a", "fp", 60_000.0, None, false),
-            req("b", "fp", 60_000.0, None, false),
-        ])
-        .await;
-    let tokens: Vec<String> = claims
-        .into_iter()
-        .map(|c| c.unwrap().token.unwrap())
-        .collect();
+    let tokens = claimed(&s, &["a", "b"]).await;
     // Both leases run out (so another call takes the claims over), their owner still
     // settling them.
     f.sql("UPDATE {t} SET lease_expires_at = 1").await;
     let mut blocker = f.inner.pool.connect("blocker").await.unwrap();
     let tx = blocker.transaction().await.unwrap();
-    tx.batch_execute(&format!(
-        "SELECT 1 FROM \"{}\" WHERE key = 'a' FOR UPDATE",
-        f.table
-    ))
-    .await
-    .unwrap();
-    let blocker_pid: i32 = tx
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let blocker_pid = holding(&f, &tx, "SELECT 1 FROM {t} WHERE key = 'a' FOR UPDATE").await;
     let taker = {
         let s = s.clone();
         tokio::spawn(async move {
@@ -783,20 +814,10 @@ async fn a_settle_and_a_claim_of_the_same_rows_lock_them_in_one_order() {
         })
     };
     until_waiting_on(&f, blocker_pid, 1).await;
-    let settler = {
-        let s = f.another_store();
-        let (ta, tb) = (tokens[0].clone(), tokens[1].clone());
-        tokio::spawn(async move {
-            s.settle_batch(
-                COMPLETED,
-                vec![
-                    settle_req("b", &tb, Some("1"), None, None),
-                    settle_req("a", &ta, Some("1"), None, None),
-                ],
-            )
-            .await
-        })
-    };
+    let settler = settling(
+        f.another_store(),
+        vec![("b", tokens[1].clone()), ("a", tokens[0].clone())],
+    );
     until_waiting_on(&f, blocker_pid, 2).await;
     tx.commit().await.unwrap();
     let taken = taker.await.unwrap();
@@ -829,49 +850,21 @@ async fn a_server_whose_sessions_default_to_serializable_still_gets_read_committ
         "{}?options=-c%20default_transaction_isolation%3Dserializable",
         pg_url()
     );
-    let table = format!("rs_{}", &new_token()[..12]);
-    let stores: Vec<Arc<Inner>> = (0..3)
-        .map(|_| Fixture::on_table(&url, table.clone()).inner)
-        .collect();
-    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
-    let batch = |st: Arc<Inner>, reverse: bool| {
-        let mut ks = keys.clone();
-        if reverse {
-            ks.reverse();
-        }
-        async move {
-            st.acquire_batch(
-                ks.iter()
-                    .map(|k| req(k, "fp", 60_000.0, None, false))
-                    .collect(),
-            )
-            .await
-        }
-    };
-    let (a, b, c) = tokio::join!(
-        batch(stores[0].clone(), false),
-        batch(stores[1].clone(), true),
-        batch(stores[2].clone(), false)
-    );
-    let mut wins = std::collections::HashMap::new();
-    for outcome in a.into_iter().chain(b).chain(c) {
-        let o = outcome.expect("no claim fails under a serializable default");
-        if o.acquired {
-            *wins.entry(o.token.unwrap()).or_insert(0) += 1;
-        }
-    }
-    assert_eq!(wins.len(), keys.len(), "one winner per key");
-    let client = stores[0].pool.connect("iso").await.unwrap();
+    let f = Fixture::on_table(&url, format!("rs_{}", &new_token()[..12]));
+    let store = || Fixture::on_table(&url, f.table.clone()).inner;
+    race_three_batches(
+        [f.inner.clone(), store(), store()],
+        "no claim fails under a serializable default",
+    )
+    .await;
+    let client = f.inner.pool.connect("iso").await.unwrap();
     let level: String = client
         .query_one("SHOW transaction_isolation", &[])
         .await
         .unwrap()
         .get(0);
     assert_eq!(level, "read committed", "the store's own connections");
-    client
-        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
-        .await
-        .unwrap();
+    f.drop_table().await;
 }
 
 #[tokio::test]
@@ -883,43 +876,19 @@ async fn a_settle_chosen_as_a_deadlocks_victim_is_sent_again() {
     // 1 s): its calls' side effects have run, so failing it would leave their records
     // pending until a takeover. Sent again, it settles.
     let f = Fixture::new();
-    let s = f.inner.clone();
-    let tokens: Vec<String> = s
-        .acquire_batch(vec![
-            req("a", "fp", 60_000.0, None, false),
-            req("b", "fp", 60_000.0, None, false),
-        ])
-        .await
-        .into_iter()
-        .map(|c| c.unwrap().token.unwrap())
-        .collect();
+    let tokens = claimed(&f.inner, &["a", "b"]).await;
     let mut other = f.inner.pool.connect("other").await.unwrap();
     let tx = other.transaction().await.unwrap();
-    tx.batch_execute(&format!(
-        "SET LOCAL deadlock_timeout = '30s'; SELECT 1 FROM \"{}\" WHERE key = 'b' FOR UPDATE",
-        f.table
-    ))
-    .await
-    .unwrap();
-    let other_pid: i32 = tx
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let settler = {
-        let s = f.another_store();
-        let (ta, tb) = (tokens[0].clone(), tokens[1].clone());
-        tokio::spawn(async move {
-            s.settle_batch(
-                COMPLETED,
-                vec![
-                    settle_req("a", &ta, Some("1"), None, None),
-                    settle_req("b", &tb, Some("1"), None, None),
-                ],
-            )
-            .await
-        })
-    };
+    let other_pid = holding(
+        &f,
+        &tx,
+        "SET LOCAL deadlock_timeout = '30s'; SELECT 1 FROM {t} WHERE key = 'b' FOR UPDATE",
+    )
+    .await;
+    let settler = settling(
+        f.another_store(),
+        vec![("a", tokens[0].clone()), ("b", tokens[1].clone())],
+    );
     // The settle holds `a` and waits for `b`; now the other session asks for `a`.
     until_waiting_on(&f, other_pid, 1).await;
     tx.batch_execute(&format!(
