@@ -93,3 +93,22 @@ export function lineFrom(child: ChildProcess, pattern: RegExp): Promise<string> 
     child.on('close', (code) => fail(new Error(`child exited (${code}) before printing ${pattern}; stdout: ${buffered}`)));
   });
 }
+
+type RedisStoreOptions = ConstructorParameters<typeof lib.RedisStore>[0];
+
+/** The store Bun or Deno would get: the Tokio transport (the loop transport needs Node's libuv). */
+export function tokioStore(options: RedisStoreOptions) {
+  const g = globalThis as { Bun?: unknown };
+  g.Bun = {};
+  try {
+    return new lib.RedisStore(options);
+  } finally {
+    delete g.Bun;
+  }
+}
+
+/** Both transports a RedisStore has, for `describe.each`: on Node's event loop, and Tokio's. */
+export const transports = [
+  ['on the event loop', (o: RedisStoreOptions) => new lib.RedisStore(o)],
+  ['on Tokio', tokioStore],
+] as const;

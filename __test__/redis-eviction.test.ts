@@ -8,27 +8,12 @@
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { lib } from './helpers';
+import { lib, transports } from './helpers';
 import { RedisServer, uniquePrefix } from './redis-server';
 
 const { idempotent, RedisStore } = lib;
 type Options = ConstructorParameters<typeof RedisStore>[0];
 
-/** The store Bun or Deno would get: the Tokio transport (the loop transport needs Node's libuv). */
-function tokioStore(options: Options) {
-  const g = globalThis as { Bun?: unknown };
-  g.Bun = {};
-  try {
-    return new RedisStore(options);
-  } finally {
-    delete g.Bun;
-  }
-}
-
-const transports = [
-  ['on the event loop', (o: Options) => new RedisStore(o)],
-  ['on Tokio', tokioStore],
-] as const;
 const { EVICTION_CHECK } = require('../dist/stores/redis-store.js') as { EVICTION_CHECK: symbol };
 
 const servers: RedisServer[] = [];

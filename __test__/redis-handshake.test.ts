@@ -7,32 +7,16 @@
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { lib } from './helpers';
+import { lib, transports } from './helpers';
 import { RedisServer, redisCommand, uniquePrefix } from './redis-server';
 
 const { idempotent, RedisStore, StoreError } = lib;
-type Options = ConstructorParameters<typeof RedisStore>[0];
 
 const servers: RedisServer[] = [];
 afterAll(async () => {
   for (const s of servers) await s.kill();
 });
 
-/** The store Bun or Deno would get: the Tokio transport (the loop transport needs Node's libuv). */
-function tokioStore(options: Options) {
-  const g = globalThis as { Bun?: unknown };
-  g.Bun = {};
-  try {
-    return new RedisStore(options);
-  } finally {
-    delete g.Bun;
-  }
-}
-
-const transports = [
-  ['on the event loop', (o: Options) => new RedisStore(o)],
-  ['on Tokio', tokioStore],
-] as const;
 
 /** Every database's key count, from INFO keyspace ("" when no database holds a key). */
 async function keyspace(port: number): Promise<string> {
