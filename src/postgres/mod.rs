@@ -195,24 +195,33 @@ fn deadlock_victim(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED)
 }
 
-/// A statement's rows, or `None` when it was a deadlock's victim (none of its requests
-/// answered: each is sent again, as a stale one is).
-fn unless_victim(
-    rows: std::result::Result<Vec<Row>, tokio_postgres::Error>,
-) -> std::result::Result<Option<Vec<Row>>, tokio_postgres::Error> {
-    match rows {
-        Ok(rows) => Ok(Some(rows)),
-        Err(e) if deadlock_victim(&e) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 struct Inner {
     pool: Arc<Pool>,
     listening: Mutex<Option<Listening>>,
 }
 
 impl Inner {
+    /// One run of a batch statement (acquire or settle, which `pick` takes from the
+    /// session's prepared ones) with `params`: its rows, or `None` when the server ended it
+    /// as a deadlock's victim (rolled back whole: none of its requests is answered, and
+    /// each is sent again, as a stale one is).
+    async fn batch_rows(
+        &self,
+        what: &str,
+        pick: for<'a> fn(&'a pool::Prepared) -> &'a tokio_postgres::Statement,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> StoreResult<Option<Vec<Row>>> {
+        self.pool
+            .run(what, |s| async move {
+                match s.client.query(pick(&s.st), params).await {
+                    Ok(rows) => Ok(Some(rows)),
+                    Err(e) if deadlock_victim(&e) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+    }
+
     /// The requests of `round` the statement left unanswered, to be sent again; one left
     /// unanswered SEND_TRIES times is answered with an error instead.
     fn again<'a, T>(
@@ -284,9 +293,10 @@ impl Inner {
             let forces: Vec<bool> = round.iter().map(|&i| reqs[i].force).collect();
             let metas: Vec<Option<&str>> = round.iter().map(|&i| reqs[i].meta.as_deref()).collect();
             let rows = self
-                .pool
-                .run(WHAT, |s| {
-                    let params = (
+                .batch_rows(
+                    WHAT,
+                    |st| &st.acquire,
+                    &[
                         &keys,
                         &names,
                         &fingerprints,
@@ -294,21 +304,8 @@ impl Inner {
                         &leases,
                         &forces,
                         &metas,
-                    );
-                    async move {
-                        unless_victim(
-                            s.client
-                                .query(
-                                    &s.st.acquire,
-                                    &[
-                                        params.0, params.1, params.2, params.3, params.4, params.5,
-                                        params.6,
-                                    ],
-                                )
-                                .await,
-                        )
-                    }
-                })
+                    ],
+                )
                 .await;
             let rows = match rows {
                 Ok(rows) => rows.unwrap_or_default(),
@@ -415,25 +412,13 @@ impl Inner {
                 .map(|&i| reqs[i].duration_ms.filter(|d| d.is_finite()))
                 .collect();
             let rows = self
-                .pool
-                .run(what, |s| {
-                    let params = (
+                .batch_rows(
+                    what,
+                    |st| &st.settle,
+                    &[
                         &keys, &tokens, &statuses, &results, &errors, &ttls, &durations,
-                    );
-                    async move {
-                        unless_victim(
-                            s.client
-                                .query(
-                                    &s.st.settle,
-                                    &[
-                                        params.0, params.1, params.2, params.3, params.4, params.5,
-                                        params.6,
-                                    ],
-                                )
-                                .await,
-                        )
-                    }
-                })
+                    ],
+                )
                 .await;
             let mut again = match rows {
                 Ok(rows) => {
