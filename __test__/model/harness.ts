@@ -578,10 +578,14 @@ class CallCommand implements Cmd {
         v.push(`[${s.id}] the call with args ${argsId} was answered with ${JSON.stringify(value)}: another call's result`);
       } else if (firstValue === undefined) {
         firstValue = value;
+        // A replay of the record a caller already saw does not renew it: its ttlMs still
+        // runs from the settle that made it, so its lower bound stays. (Taking this
+        // command's start instead flagged a record that expired on time as "ran again".)
+        const replayOfSeen = pre.status === 'completed' && !ctx.runs.includes(value.run) && isDeepStrictEqual(value, pre.result);
+        if (!replayOfSeen) s.from = start;
         s.status = 'completed';
         s.argsId = argsId;
         s.result = value;
-        s.from = start;
         s.to = Number.MAX_SAFE_INTEGER; // settled by now; the command's end is its bound
         s.dead = undefined;
       } else if (!isDeepStrictEqual(firstValue, value)) {
