@@ -19,7 +19,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
     Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, Pipeline, RedisError,
-    RedisFuture, RedisResult, Value,
+    RedisFuture, RedisResult, ServerErrorKind, Value,
 };
 
 use crate::failure::{StoreFailure, StoreResult};
@@ -432,11 +432,41 @@ impl Conn {
             if matches!(&outcome, Err(e) if resendable(e)) {
                 outcome = op(self.handle(what).await?).await;
             }
+            // A cluster whose nodes disagree for a moment about who serves a slot (a
+            // migration that told the source before the target, a failover not yet
+            // agreed) answers MOVED back and forth; the redis client follows 16
+            // redirects at once and gives up within a millisecond. Such an answer means
+            // the command did not run, so it is sent again after a pause, until the
+            // nodes agree or the call's deadline (below) ends it.
+            let started = tokio::time::Instant::now();
+            let mut pause = TRANSITION_PAUSE;
+            while self.is_cluster() && matches!(&outcome, Err(e) if in_transition(e)) {
+                // The last answer is what the caller gets, not "no answer", when the
+                // nodes still disagree near the deadline.
+                if started.elapsed() + pause * 2 >= self.deadline() {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(TRANSITION_PAUSE_MAX);
+                outcome = op(self.handle(what).await?).await;
+            }
             outcome.map_err(|e| {
                 if stuck(&e) {
                     self.reset();
                 }
-                self.target.failure(what, self.describe(&e))
+                let cause = self.describe(&e);
+                if self.is_cluster() && in_transition(&e) {
+                    let ms = started.elapsed().as_millis();
+                    return self.target.failure(
+                        what,
+                        format!(
+                            "the cluster turned the command away for {ms} ms ({cause}): its \
+                             nodes are moving this key's slot or electing a primary. The \
+                             command did not run; retry once the cluster is stable"
+                        ),
+                    );
+                }
+                self.target.failure(what, cause)
             })
         };
         match tokio::time::timeout(self.deadline(), attempt).await {
@@ -464,6 +494,26 @@ fn stuck(e: &RedisError) -> bool {
         ErrorKind::Server(_) => e.to_string().contains("refused to switch database"),
         _ => true,
     }
+}
+
+/// The first pause before a command a cluster in transition turned away is sent again;
+/// each pause after it doubles, up to `TRANSITION_PAUSE_MAX`.
+const TRANSITION_PAUSE: Duration = Duration::from_millis(5);
+const TRANSITION_PAUSE_MAX: Duration = Duration::from_millis(200);
+
+/// A cluster's answer that it did not run the command because its nodes are moving a
+/// slot or electing a primary (MOVED or ASK left after the client's own redirects,
+/// TRYAGAIN, CLUSTERDOWN): safe to send again, and likely to work once they agree.
+fn in_transition(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+        )
+    )
 }
 
 /// A dropped connection, not a refused one (the manager already retried those) nor a
