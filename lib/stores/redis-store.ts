@@ -225,7 +225,7 @@ export class RedisStore extends NativeBackedStore {
     }
     return asked.then(
       (p) => {
-        if (p === null || !(p.maxmemory > 0 && p.policy !== 'noeviction')) return null;
+        if (p === null || !p.evicts) return null;
         const message =
           `idempotent-tools: the Redis server at ${this.path} evicts keys when it reaches its memory limit ` +
           `(maxmemory-policy ${p.policy}, maxmemory ${p.maxmemory} bytes): a record it evicts is a completed call that ` +

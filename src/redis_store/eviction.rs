@@ -19,13 +19,9 @@ pub struct EvictionPolicy {
     pub policy: String,
     /// `maxmemory` in bytes; 0 is no limit (nothing is ever evicted).
     pub maxmemory: f64,
-}
-
-impl EvictionPolicy {
-    /// Whether records can be evicted: a limit, and a policy that evicts.
-    pub fn evicts(&self) -> bool {
-        self.maxmemory > 0.0 && self.policy != "noeviction"
-    }
+    /// Whether records can be evicted: a limit, and a policy that evicts. Decided here,
+    /// once, for the JavaScript store that warns.
+    pub evicts: bool,
 }
 
 /// The policy in an `INFO memory` reply (`field:value` lines), if it names both fields.
@@ -40,6 +36,7 @@ pub fn parse_info(text: &str) -> Option<EvictionPolicy> {
         return None;
     }
     Some(EvictionPolicy {
+        evicts: maxmemory > 0.0 && policy != "noeviction",
         policy: policy.to_string(),
         maxmemory,
     })
@@ -63,7 +60,7 @@ pub fn from_reply(reply: &Value) -> Option<EvictionPolicy> {
         Value::Map(nodes) => {
             let all: Vec<EvictionPolicy> =
                 nodes.iter().filter_map(|(_, r)| from_reply(r)).collect();
-            all.iter().find(|p| p.evicts()).or(all.first()).cloned()
+            all.iter().find(|p| p.evicts).or(all.first()).cloned()
         }
         _ => None,
     }
@@ -93,15 +90,15 @@ mod tests {
         let p = parse_info(info).unwrap();
         assert_eq!(p.policy, "allkeys-lru");
         assert_eq!(p.maxmemory, 67108864.0);
-        assert!(p.evicts());
+        assert!(p.evicts);
     }
 
     #[test]
     fn no_limit_or_noeviction_evicts_nothing() {
         let unlimited = parse_info("maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n").unwrap();
-        assert!(!unlimited.evicts());
+        assert!(!unlimited.evicts);
         let refusing = parse_info("maxmemory:100\r\nmaxmemory_policy:noeviction\r\n").unwrap();
-        assert!(!refusing.evicts());
+        assert!(!refusing.evicts);
     }
 
     #[test]
@@ -118,7 +115,7 @@ mod tests {
         ]);
         assert_eq!(from_reply(&mixed).unwrap().policy, "allkeys-lfu");
         let calm = Value::Map(vec![(name("a:1"), node("noeviction"))]);
-        assert!(!from_reply(&calm).unwrap().evicts());
+        assert!(!from_reply(&calm).unwrap().evicts);
         assert_eq!(from_reply(&Value::Map(vec![])), None);
         assert_eq!(from_reply(&Value::Nil), None);
     }
