@@ -428,6 +428,7 @@ impl Conn {
         Fut: Future<Output = RedisResult<T>>,
     {
         let attempt = async {
+            let started = tokio::time::Instant::now();
             let mut outcome = op(self.handle(what).await?).await;
             if matches!(&outcome, Err(e) if resendable(e)) {
                 outcome = op(self.handle(what).await?).await;
@@ -438,7 +439,6 @@ impl Conn {
             // redirects at once and gives up within a millisecond. Such an answer means
             // the command did not run, so it is sent again after a pause, until the
             // nodes agree or the call's deadline (below) ends it.
-            let started = tokio::time::Instant::now();
             let mut pause = TRANSITION_PAUSE;
             while self.is_cluster() && matches!(&outcome, Err(e) if in_transition(e)) {
                 // The last answer is what the caller gets, not "no answer", when the
