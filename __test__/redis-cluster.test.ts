@@ -91,17 +91,11 @@ describe('RedisStore on a Redis Cluster', () => {
 
   it('a slot moved mid-run (MOVED/ASK): calls follow it, nothing runs twice, results stay right', async () => {
     const s = store();
-    const runs = new Map<string, number>();
-    const op = idempotent(async function op(k: string) {
-      runs.set(k, (runs.get(k) ?? 0) + 1);
-      return `result of ${k}`;
-    }, { store: s });
+    const { op, runs } = countingOp(s);
     const keys = Array.from({ length: 40 }, (_, i) => `move-${i}`);
     for (const k of keys) await op.withKey(k)(k);
     // Move the slot of the first key's record to another primary while calls run.
-    const slot = Number(redisCli(['-p', String(cluster.primaries()[0]), 'CLUSTER', 'KEYSLOT', redisKey(s, 'move-0')]).trim());
-    const from = cluster.primaryOf(redisKey(s, 'move-0'));
-    const to = cluster.primaries().find((p) => p !== from)!;
+    const { slot, from, to } = aMove(s, 'move-0');
     const calls = (async () => {
       const out: string[] = [];
       for (let round = 0; round < 5; round++) {
@@ -121,16 +115,10 @@ describe('RedisStore on a Redis Cluster', () => {
 
   it('a migration that sets the source before the target (each node redirects to the other for a while): a call waits it out, runs nothing twice, and answers', async () => {
     const s = store();
-    const runs = new Map<string, number>();
-    const op = idempotent(async function op(k: string) {
-      runs.set(k, (runs.get(k) ?? 0) + 1);
-      return `result of ${k}`;
-    }, { store: s });
+    const { op, runs } = countingOp(s);
     await op.withKey('loop-0')('loop-0');
-    const slot = Number(redisCli(['-p', String(cluster.primaries()[0]), 'CLUSTER', 'KEYSLOT', redisKey(s, 'loop-0')]).trim());
-    const from = cluster.primaryOf(redisKey(s, 'loop-0'));
-    const to = cluster.primaries().find((p) => p !== from)!;
-    const [fromId, toId] = [(await cli(['-p', String(from), 'CLUSTER', 'MYID'])).trim(), (await cli(['-p', String(to), 'CLUSTER', 'MYID'])).trim()];
+    const { slot, from, to } = aMove(s, 'loop-0');
+    const [fromId, toId] = [await nodeId(from), await nodeId(to)];
     await cli(['-p', String(to), 'CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', fromId]);
     await cli(['-p', String(from), 'CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', toId]);
     await migrateKeys(slot, from, to);
@@ -199,6 +187,29 @@ describe('RedisStore on a Redis Cluster', () => {
 });
 
 
+/** A wrapped `op` of store `s` that counts its runs by key and returns `result of <key>`. */
+function countingOp(s: InstanceType<typeof RedisStore>) {
+  const runs = new Map<string, number>();
+  const op = idempotent(async function op(k: string) {
+    runs.set(k, (runs.get(k) ?? 0) + 1);
+    return `result of ${k}`;
+  }, { store: s });
+  return { op, runs };
+}
+
+/** A move for the slot of `key`'s record in store `s`: from its primary to another one. */
+function aMove(s: object, key: string) {
+  const slot = Number(redisCli(['-p', String(cluster.primaries()[0]), 'CLUSTER', 'KEYSLOT', redisKey(s, key)]).trim());
+  const from = cluster.primaryOf(redisKey(s, key));
+  const to = cluster.primaries().find((p) => p !== from)!;
+  return { slot, from, to };
+}
+
+/** A cluster node's id (CLUSTER MYID). */
+async function nodeId(port: number): Promise<string> {
+  return (await cli(['-p', String(port), 'CLUSTER', 'MYID'])).trim();
+}
+
 /** Runs redis-cli without blocking the event loop (the calls under test go on meanwhile). */
 async function cli(args: string[]): Promise<string> {
   const f = await collect(spawn('redis-cli', args, { stdio: ['ignore', 'pipe', 'pipe'] }));
@@ -210,8 +221,7 @@ async function cli(args: string[]): Promise<string> {
  * step per turn of the event loop, so calls meet the slot while it migrates (ASK) and after
  * (MOVED). */
 async function moveSlot(slot: number, from: number, to: number): Promise<void> {
-  const id = async (port: number) => (await cli(['-p', String(port), 'CLUSTER', 'MYID'])).trim();
-  const [fromId, toId] = [await id(from), await id(to)];
+  const [fromId, toId] = [await nodeId(from), await nodeId(to)];
   await cli(['-p', String(to), 'CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', fromId]);
   await cli(['-p', String(from), 'CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', toId]);
   await migrateKeys(slot, from, to);
