@@ -56,6 +56,20 @@ describe('canonical encoding, by property', () => {
     }), { numRuns: 300 });
   });
 
+  it('a string, as a value or as a key, is written exactly as JSON.stringify writes it', () => {
+    // The encoder quotes short plain strings itself (canonical.ts, `quoted`): every escape
+    // JSON.stringify makes must still be made, lone surrogates included, at every length
+    // around where it hands strings to JSON.stringify.
+    const canonical: typeof import('../dist/core/canonical.js') = require(join(ROOT, 'dist', 'core', 'canonical.js'));
+    const odd = fc.constantFrom('a', 'é', '"', '\\', '/', '\u0000', '\u0008', '\u001f', '\u007f', '\ud800', '\udbff', '\udc00', '\udfff', '😀', '\u2028', '\ufffd');
+    const text = fc.oneof(fc.string({ unit: 'binary', maxLength: 80 }), fc.string({ unit: odd, maxLength: 80 }));
+    fc.assert(fc.property(text, (s) => {
+      expect(canonical.canonicalJson(s)).toBe(JSON.stringify(s));
+      expect(canonical.canonicalJson({ [s]: [s] })).toBe(JSON.stringify({ [s]: [s] }));
+      expect(canonical.resultJson({ [s]: s })).toBe(JSON.stringify({ [s]: s }));
+    }), { numRuns: 2000 });
+  });
+
   it('a lossy value anywhere is refused, naming where it sits', () => {
     const path = fc.array(fc.oneof(fc.nat({ max: 3 }), fc.constantFrom('a', 'b', 'odd key')), { minLength: 1, maxLength: 5 });
     fc.assert(fc.property(path, fc.constantFrom(...LOSSY), (segments, [, make]) => {

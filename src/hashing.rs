@@ -13,12 +13,14 @@ const FINGERPRINT_DOMAIN: &[u8] = b"idempotent-tools/fingerprint/v1";
 
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
+    // Bytes, then one check that they are text: pushing chars encodes each as UTF-8, and
+    // every call, replays included, writes two digests.
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
+        out.push(DIGITS[(b >> 4) as usize]);
+        out.push(DIGITS[(b & 15) as usize]);
     }
-    out
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 fn field(h: &mut Sha256, value: Option<&str>) {

@@ -75,7 +75,7 @@ export function resultJson(value: unknown): string {
 function encode(value: unknown, keyName: string, ancestors: object[], order: Order, depth: number): string {
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value);
+      return quoted(value);
     case 'number':
       if (Number.isFinite(value)) return String(value);
       throw new Unencodable(`${value} (JSON would turn it into null)`);
@@ -198,7 +198,7 @@ function encodePlainObject(object: Record<string, unknown>, ancestors: object[],
       // JSON leaves out a property whose value is undefined; so do we: `{a: 1, b: undefined}`
       // and `{a: 1}` are the same call (an optional field left unset).
       if (v === undefined) continue;
-      out += (first ? '' : ',') + JSON.stringify(k) + ':' + encode(v, k, ancestors, order, depth);
+      out += (first ? '' : ',') + quoted(k) + ':' + encode(v, k, ancestors, order, depth);
       first = false;
     } catch (err) {
       throw within(err, k);
@@ -206,6 +206,25 @@ function encodePlainObject(object: Record<string, unknown>, ancestors: object[],
   }
   return out + '}';
 }
+
+/**
+ * `JSON.stringify(text)`, the same text. A short string with nothing to escape (most keys
+ * and ids) is quoted here: a call into the JSON builtin costs more than the scan, and every
+ * call, replays included, encodes a handful of such strings.
+ */
+function quoted(text: string): string {
+  if (text.length > SCANNED_LENGTH) return JSON.stringify(text);
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // What JSON.stringify escapes: control characters, '"', '\\', and (well-formed
+    // JSON.stringify) any surrogate, of which only a lone one is escaped: it decides.
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(text);
+  }
+  return '"' + text + '"';
+}
+
+/** Longer strings go to JSON.stringify at once: its own scan is faster than a loop here. */
+const SCANNED_LENGTH = 64;
 
 function within(err: unknown, segment: string | number): Unencodable {
   const problem = err instanceof Unencodable ? err : new Unencodable(`a value that could not be read (${errorText(err)})`);
