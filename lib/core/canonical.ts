@@ -189,7 +189,7 @@ function encodePlainObject(object: Record<string, unknown>, ancestors: object[],
       throw new Unencodable(`an object with a symbol key ${String(s)} (JSON would drop it)`);
     }
   }
-  const keys = order === 'sorted' ? Object.keys(object).sort() : Object.keys(object);
+  const keys = order === 'sorted' ? sortedInPlace(Object.keys(object)) : Object.keys(object);
   let out = '{';
   let first = true;
   for (const k of keys) {
@@ -206,6 +206,25 @@ function encodePlainObject(object: Record<string, unknown>, ancestors: object[],
   }
   return out + '}';
 }
+
+/**
+ * `keys.sort()`, the same order (UTF-16 code units), for an object's own keys. A few keys
+ * are sorted where they lie: `Array.prototype.sort` copies the array into a work area of
+ * its own first, and every call sorts the keys of its arguments.
+ */
+function sortedInPlace(keys: string[]): string[] {
+  if (keys.length > INSERTION_SORTED) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i];
+    let j = i - 1;
+    for (; j >= 0 && keys[j] > k; j--) keys[j + 1] = keys[j];
+    keys[j + 1] = k;
+  }
+  return keys;
+}
+
+/** More keys than this go to `sort()`: insertion sort's work grows with the square. */
+const INSERTION_SORTED = 16;
 
 /**
  * `JSON.stringify(text)`, the same text. A short string with nothing to escape (most keys

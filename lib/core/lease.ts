@@ -63,74 +63,99 @@ export function keepLease(
   onLost: () => void,
   onError: (err: unknown) => void,
 ): Lease {
-  let lost = false;
-  let stopped = false;
-  let heldUntil = claimedAt + leaseMs;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const renew = store.renew?.bind(store);
-  const every = Math.min(Math.max(leaseMs / 3, 1), MAX_TIMER_MS);
+  return new KeptLease(store, key, token, leaseMs, claimedAt, onLost, onError);
+}
+
+/**
+ * A class, not a closure per method: every new call keeps a lease, and its methods then
+ * live once on the prototype instead of being allocated with each call (issue 39: the
+ * event loop's worst delays at a high call rate are mostly young-generation GC).
+ */
+class KeptLease implements Lease {
+  #lost = false;
+  #stopped = false;
+  #heldUntil: number;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #failures = 0;
+  readonly #every: number;
   // The first retry after a failed renewal comes soon; later ones back off, never
   // waiting longer than the regular interval.
-  const firstRetry = Math.max(1, Math.min(100, leaseMs / 10));
-  let failures = 0;
+  readonly #firstRetry: number;
+  readonly #tick = () => this.#renewNow();
 
-  const schedule = (ms: number) => {
-    if (stopped || lost || renew === undefined) return;
-    timer = setTimeout(tick, Math.min(ms, MAX_TIMER_MS));
-    timer.unref();
-  };
-  const tick = () => {
+  constructor(
+    private readonly store: Store,
+    private readonly key: string,
+    private readonly token: string,
+    private readonly leaseMs: number,
+    claimedAt: number,
+    private readonly onLost: () => void,
+    private readonly onError: (err: unknown) => void,
+  ) {
+    this.#heldUntil = claimedAt + leaseMs;
+    this.#every = Math.min(Math.max(leaseMs / 3, 1), MAX_TIMER_MS);
+    this.#firstRetry = Math.max(1, Math.min(100, leaseMs / 10));
+    // Renewals are timed from the claim's sending, not from its reply: a reply that came
+    // late must not push the first renewal past the lease's end.
+    this.#schedule(Math.max(0, claimedAt + this.#every - performance.now()));
+  }
+
+  #schedule(ms: number): void {
+    if (this.#stopped || this.#lost || this.store.renew === undefined) return;
+    this.#timer = setTimeout(this.#tick, Math.min(ms, MAX_TIMER_MS));
+    this.#timer.unref();
+  }
+
+  #renewNow(): void {
     const sentAt = performance.now();
-    renew!(key, token, leaseMs).then(
+    this.store.renew!(this.key, this.token, this.leaseMs).then(
       (held) => {
-        if (stopped) return;
+        if (this.#stopped) return;
         if (!held) {
-          lost = true;
-          onLost();
+          this.#lost = true;
+          this.onLost();
           return;
         }
-        failures = 0;
-        heldUntil = Math.max(heldUntil, sentAt + leaseMs);
-        schedule(every);
+        this.#failures = 0;
+        this.#heldUntil = Math.max(this.#heldUntil, sentAt + this.leaseMs);
+        this.#schedule(this.#every);
       },
       (err) => {
-        if (stopped) return;
-        onError(err);
+        if (this.#stopped) return;
+        this.onError(err);
         // Not refused, only not answered: keep trying. Even past heldUntil a renewal can
         // still succeed (nobody took the record over), and then the lease holds again.
-        failures++;
-        schedule(Math.min(firstRetry * 2 ** (failures - 1), every));
+        this.#failures++;
+        this.#schedule(Math.min(this.#firstRetry * 2 ** (this.#failures - 1), this.#every));
       },
     );
-  };
-  // Renewals are timed from the claim's sending, not from its reply: a reply that came
-  // late must not push the first renewal past the lease's end.
-  schedule(Math.max(0, claimedAt + every - performance.now()));
+  }
 
-  const stop = () => {
-    stopped = true;
-    if (timer !== undefined) clearTimeout(timer);
-  };
-  return {
-    stop,
-    async end() {
-      stop();
-      if (renew === undefined || lost) return;
-      try {
-        await renew(key, token, 0);
-      } catch {
-        // Could not hand it back: it runs out after leaseMs instead.
-      }
-    },
-    get lost() {
-      return lost;
-    },
-    get heldUntil() {
-      return heldUntil;
-    },
-    mayStart() {
-      if ((store as { [CLAIMS_LOCKED]?: boolean })[CLAIMS_LOCKED] === true) return true;
-      return !lost && performance.now() + leaseMs * START_MARGIN < heldUntil;
-    },
-  };
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+  }
+
+  async end(): Promise<void> {
+    this.stop();
+    if (this.store.renew === undefined || this.#lost) return;
+    try {
+      await this.store.renew(this.key, this.token, 0);
+    } catch {
+      // Could not hand it back: it runs out after leaseMs instead.
+    }
+  }
+
+  get lost(): boolean {
+    return this.#lost;
+  }
+
+  get heldUntil(): number {
+    return this.#heldUntil;
+  }
+
+  mayStart(): boolean {
+    if ((this.store as { [CLAIMS_LOCKED]?: boolean })[CLAIMS_LOCKED] === true) return true;
+    return !this.#lost && performance.now() + this.leaseMs * START_MARGIN < this.#heldUntil;
+  }
 }

@@ -103,45 +103,30 @@ export async function settle(
   request: SettleRequest,
   attempts: number,
 ): Promise<Settled> {
-  const { leaseMs, store, key, fingerprint, emit } = call;
-  const settledStatus = op === 'complete' ? 'completed' : 'failed';
+  const { leaseMs, store, emit } = call;
   const giveUpAt = performance.now() + Math.max(leaseMs, 1000);
   const lastChance = performance.now() + 4 * Math.max(leaseMs, 1000);
   let delay = 20;
-  /** What the record says about this claim's settle: done, refused, or not yet (undefined: could not read it). */
-  let gone = false;
-  const look = async (): Promise<Settled['state'] | 'pending' | undefined> => {
-    let record: IdempotencyRecord | null;
-    try {
-      record = await store.get(key);
-    } catch {
-      return undefined;
-    }
-    gone = record === null;
-    if (record === null || record.attempts !== attempts || record.fingerprint !== fingerprint) return 'fenced';
-    if (record.status === settledStatus) return 'recorded';
-    return record.status === 'pending' ? 'pending' : 'fenced';
-  };
   for (let attempt = 1; ; attempt++) {
     try {
       // A store that refuses a lone surrogate in the error text still gets a `failed` record.
       const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
       if (await store[op](req)) return { state: 'recorded' };
       // Refused (rare): one read says why, so the caller is told what was seen.
-      if (attempt === 1) return (await look()) === 'recorded' ? { state: 'recorded' } : { state: 'fenced', gone };
+      const seen = await recordSays(call, op, attempts);
+      if (attempt === 1) return seen === 'recorded' ? { state: 'recorded' } : fenced(seen);
       // Refused after an attempt that errored: the refusal may be that attempt's own write,
       // applied after all (a reply that timed out). The record tells; when it cannot be
       // read, nobody has seen another call take it over, so the outcome is unknown.
-      const seen = await look();
       if (seen === undefined) {
         return { state: 'unknown', error: new Error(`the store refused the ${op} sent again`), seen: 'unreadable' };
       }
-      return seen === 'recorded' ? { state: 'recorded' } : { state: 'fenced', gone };
+      return seen === 'recorded' ? { state: 'recorded' } : fenced(seen);
     } catch (err) {
       emit('store-error', { error: err });
-      const seen = await look();
+      const seen = await recordSays(call, op, attempts);
       if (seen === 'recorded') return { state: 'recorded' };
-      if (seen === 'fenced') return { state: 'fenced', gone };
+      if (seen === 'fenced' || seen === 'gone') return fenced(seen);
       if (lease.lost) return { state: 'fenced' };
       // Retried for max(leaseMs, 1 s), and on for as long as the claim is ours by this
       // process's own record of its last claim or renewal (renewals may fail meanwhile,
@@ -156,4 +141,32 @@ export async function settle(
       delay = Math.min(delay * 2, 1000);
     }
   }
+}
+
+/** A refusal, as `settle` answers it: `gone` when the record was no longer there. */
+function fenced(seen: 'fenced' | 'gone' | 'pending' | undefined): Settled {
+  return seen === 'gone' ? { state: 'fenced', gone: true } : { state: 'fenced', gone: false };
+}
+
+/**
+ * What the record says about this claim's settle: done, taken by another claim, gone, or
+ * not yet (undefined: it could not be read). A function of its own rather than a closure
+ * in `settle`: a read is needed only when a settle is refused or fails, and every call
+ * settles (issue 39: allocation per call).
+ */
+async function recordSays(
+  call: SettlingCall,
+  op: 'complete' | 'fail',
+  attempts: number,
+): Promise<'recorded' | 'fenced' | 'gone' | 'pending' | undefined> {
+  let record: IdempotencyRecord | null;
+  try {
+    record = await call.store.get(call.key);
+  } catch {
+    return undefined;
+  }
+  if (record === null) return 'gone';
+  if (record.attempts !== attempts || record.fingerprint !== call.fingerprint) return 'fenced';
+  if (record.status === (op === 'complete' ? 'completed' : 'failed')) return 'recorded';
+  return record.status === 'pending' ? 'pending' : 'fenced';
 }

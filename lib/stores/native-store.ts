@@ -72,6 +72,17 @@ export function toRecord(r: WithMeta): IdempotencyRecord {
   };
 }
 
+/** A native claim's outcome, as the call protocol reads it. */
+function acquireResult(out: native.AcquireOutcome): AcquireResult {
+  if (out.acquired) return { acquired: true, token: out.token!, attempts: out.attempts, takenOver: out.takenOver };
+  return { acquired: false, record: toRecord(out.record!) };
+}
+
+/** What a store call that failed rejects with: bad input as itself, anything else as a StoreError. */
+function storeFailure(err: unknown, key: string | undefined): unknown {
+  return err instanceof RefusedInputError ? err : asStoreError(err, key);
+}
+
 function toSettle(r: SettleRequest): native.SettleRequest {
   return {
     key: r.key,
@@ -136,24 +147,45 @@ export abstract class NativeBackedStore implements Store {
     }
   }
 
-  async #call<T>(key: string | undefined, op: (n: NativeStore) => Promise<T>): Promise<T> {
+  /**
+   * `op` on the open native store; its failure as a StoreError (bad input as itself). An
+   * open store is used at once, with one promise for the answer: every call crosses here
+   * twice (claim, settle), and an async function with its awaits would cost each crossing
+   * more promises (issue 39: allocation per call, the event loop's GC pauses).
+   */
+  #call<T>(key: string | undefined, op: (n: NativeStore) => Promise<T>): Promise<T> {
+    const n = this.#native;
+    if (n === undefined || this.#closed) return this.#callOnceOpen(key, op);
+    try {
+      return op(n).then(undefined, (err: unknown) => {
+        throw storeFailure(err, key);
+      });
+    } catch (err) {
+      return Promise.reject(storeFailure(err, key));
+    }
+  }
+
+  /** `#call` before the store has opened (or after it closed: then it says so). */
+  async #callOnceOpen<T>(key: string | undefined, op: (n: NativeStore) => Promise<T>): Promise<T> {
     const n = await this.#use(key);
     try {
       return await op(n);
     } catch (err) {
-      if (err instanceof RefusedInputError) throw err; // bad input, not a store failure
-      throw asStoreError(err, key);
+      throw storeFailure(err, key);
     }
   }
 
   // acquire, renew, complete and fail check their request first (requests.ts): one that
   // cannot cross is refused alone, before it joins the turn's batch (batch.ts).
 
-  async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    const meta = checkAcquire(request, `${this.constructor.name}.acquire`, this.textRule);
-    const out = await this.#call(request.key, (n) => n.acquire({ ...request, meta } as native.AcquireRequest));
-    if (out.acquired) return { acquired: true, token: out.token!, attempts: out.attempts, takenOver: out.takenOver };
-    return { acquired: false, record: toRecord(out.record!) };
+  acquire(request: AcquireRequest): Promise<AcquireResult> {
+    let meta: string | undefined;
+    try {
+      meta = checkAcquire(request, `${this.constructor.name}.acquire`, this.textRule);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#call(request.key, (n) => n.acquire({ ...request, meta } as native.AcquireRequest)).then(acquireResult);
   }
 
   renew(key: string, token: string, leaseMs: number): Promise<boolean> {
