@@ -70,7 +70,14 @@ function checkValue(value: unknown, field: string, where: string, depth: number)
   if (typeof value === 'string') {
     if (!wellFormed(value)) refuse(value, field, where);
   } else if (value !== null && typeof value === 'object' && depth < 3) {
-    for (const k of Object.keys(value)) checkValue((value as Record<string, unknown>)[k], k, where, depth + 1);
+    // Walked without a list of keys: every call's claim and settle cross in a batch (an
+    // array of requests), and Object.keys would build an array per batch and per request.
+    // `for...in` also sees inherited fields, as napi, which reads fields by name, does.
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) checkValue(value[i], field, where, depth + 1);
+    } else {
+      for (const k in value) checkValue((value as Record<string, unknown>)[k], k, where, depth + 1);
+    }
   }
 }
 

@@ -148,16 +148,17 @@ export abstract class NativeBackedStore implements Store {
   }
 
   /**
-   * `op` on the open native store; its failure as a StoreError (bad input as itself). An
-   * open store is used at once, with one promise for the answer: every call crosses here
-   * twice (claim, settle), and an async function with its awaits would cost each crossing
-   * more promises (issue 39: allocation per call, the event loop's GC pauses).
+   * `op` on the open native store, its answer through `map`; its failure as a StoreError
+   * (bad input as itself; a throw in `map` as itself). An open store is used at once, with
+   * one promise for the answer: every call crosses here twice (claim, settle), and an
+   * async function with its awaits would cost each crossing more promises (issue 39:
+   * allocation per call, the event loop's GC pauses).
    */
-  #call<T>(key: string | undefined, op: (n: NativeStore) => Promise<T>): Promise<T> {
+  #call<T, U = T>(key: string | undefined, op: (n: NativeStore) => Promise<T>, map?: (answer: T) => U): Promise<U> {
     const n = this.#native;
-    if (n === undefined || this.#closed) return this.#callOnceOpen(key, op);
+    if (n === undefined || this.#closed) return this.#callOnceOpen(key, op, map);
     try {
-      return op(n).then(undefined, (err: unknown) => {
+      return op(n).then(map as (answer: T) => U, (err: unknown) => {
         throw storeFailure(err, key);
       });
     } catch (err) {
@@ -166,13 +167,15 @@ export abstract class NativeBackedStore implements Store {
   }
 
   /** `#call` before the store has opened (or after it closed: then it says so). */
-  async #callOnceOpen<T>(key: string | undefined, op: (n: NativeStore) => Promise<T>): Promise<T> {
+  async #callOnceOpen<T, U>(key: string | undefined, op: (n: NativeStore) => Promise<T>, map?: (answer: T) => U): Promise<U> {
     const n = await this.#use(key);
+    let answer: T;
     try {
-      return await op(n);
+      answer = await op(n);
     } catch (err) {
       throw storeFailure(err, key);
     }
+    return map === undefined ? (answer as unknown as U) : map(answer);
   }
 
   // acquire, renew, complete and fail check their request first (requests.ts): one that
@@ -185,7 +188,7 @@ export abstract class NativeBackedStore implements Store {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.#call(request.key, (n) => n.acquire({ ...request, meta } as native.AcquireRequest)).then(acquireResult);
+    return this.#call(request.key, (n) => n.acquire({ ...request, meta } as native.AcquireRequest), acquireResult);
   }
 
   renew(key: string, token: string, leaseMs: number): Promise<boolean> {
