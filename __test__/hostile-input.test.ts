@@ -70,6 +70,20 @@ describe('canonical encoding, by property', () => {
     }), { numRuns: 2000 });
   });
 
+  it("an object's keys are written in sort() order, whether few (sorted in place) or many", () => {
+    // canonical.ts sorts up to 16 keys itself and more with sort(): both must give the order
+    // every earlier release wrote (UTF-16 code units), or a key derived before an upgrade
+    // would not be found after it.
+    const canonical: typeof import('../dist/core/canonical.js') = require(join(ROOT, 'dist', 'core', 'canonical.js'));
+    const name = fc.oneof(fc.string({ maxLength: 4 }), fc.string({ unit: 'binary', maxLength: 4 }), fc.nat({ max: 40 }).map(String));
+    const value = fc.oneof(fc.integer(), fc.string({ maxLength: 3 }));
+    const object = fc.oneof(fc.dictionary(name, value, { maxKeys: 16 }), fc.dictionary(name, value, { minKeys: 17, maxKeys: 40 }));
+    fc.assert(fc.property(object, (o) => {
+      const expected = '{' + Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${JSON.stringify(o[k])}`).join(',') + '}';
+      expect(canonical.canonicalJson(o)).toBe(expected);
+    }), { numRuns: 1000 });
+  });
+
   it('a lossy value anywhere is refused, naming where it sits', () => {
     const path = fc.array(fc.oneof(fc.nat({ max: 3 }), fc.constantFrom('a', 'b', 'odd key')), { minLength: 1, maxLength: 5 });
     fc.assert(fc.property(path, fc.constantFrom(...LOSSY), (segments, [, make]) => {
