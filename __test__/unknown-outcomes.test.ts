@@ -64,6 +64,45 @@ for (const [storeName, open] of eachStore(redis.url, uniquePrefix)) {
       await store.close();
     });
 
+    it('a renewal refused while the settle is unconfirmed is no takeover: its own write, applied, ended the claim (unknown, never LeaseLostError)', async () => {
+      // Found by the fault campaign (postgres, seed 20261207): the complete committed and its
+      // reply was cut; the lease's next renewal reached the store, which refused it because
+      // the record was no longer pending; the read-back failed; the call said "another call
+      // took it over", and the store held this very run's result.
+      const [store] = open(1);
+      let faulty = false;
+      let renewalsRefused = 0;
+      const events: string[] = [];
+      const faultyStore = repliesLost(store, { complete: () => faulty, get: () => faulty, renew: () => false });
+      const pay = idempotent(async function pay(order: string) {
+        faulty = true;
+        return { order };
+      }, {
+        store: new Proxy(faultyStore, {
+          get(target, property) {
+            if (property !== 'renew') return Reflect.get(target, property, target);
+            return async (key: string, token: string, leaseMs: number) => {
+              const held = await target.renew!(key, token, leaseMs);
+              if (!held && leaseMs > 0) renewalsRefused += 1;
+              return held;
+            };
+          },
+        }),
+        leaseMs: LEASE_MS,
+        onEvent: (e) => events.push(e.type),
+      });
+      const err = await pay('o-3').then(() => undefined, (e: unknown) => e);
+      expect(renewalsRefused).toBeGreaterThan(0); // the case this test is about happened
+      expect(err).toBeInstanceOf(StoreError);
+      const { message, outcome } = err as InstanceType<typeof StoreError>;
+      expect(outcome).toBe('unknown');
+      expect(message).toMatch(/renewal of its lease was refused meanwhile/i);
+      expect(events).not.toContain('lease-lost'); // nor an event that says another call took it over
+      faulty = false;
+      expect(await store.get(pay.keyFor('o-3'))).toMatchObject({ status: 'completed', result: { order: 'o-3' } });
+      await store.close();
+    });
+
     it('a step says the same', async () => {
       const [store] = open(1);
       let faulty = false;

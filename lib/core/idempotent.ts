@@ -469,6 +469,9 @@ async function record<A extends unknown[], R>(
   const { c, key, emit } = call;
   const { resultJson, unstorable } = storableResult(value, c.limits.maxResultBytes, { who: `"${c.name}"`, kind: 'call', key, derived: call.derived });
 
+  // A renewal refused before the settle was reported then ('lease-lost'); one refused
+  // during it is not (it may be the settle's own write), and a refusal of the write says it.
+  const lostBefore = lease.lost;
   const settled = await settle(
     settling(call),
     lease,
@@ -487,7 +490,7 @@ async function record<A extends unknown[], R>(
     throw new StoreError(unknownOutcome(`"${c.name}"`, settled, otherwise), { key, cause: settled.error, outcome: 'unknown' });
   }
   if (settled.state === 'fenced') {
-    if (!lease.lost) emit('lease-lost', { attempts });
+    if (!lostBefore) emit('lease-lost', { attempts });
     throw new LeaseLostError(
       settled.gone
         ? `idempotent-tools: "${c.name}" ran, but meanwhile the record of its ${keyInMessage(call)} went away (cleared, or lost ` +
@@ -530,6 +533,7 @@ async function settleThrown<A extends unknown[], R>(
     emit('aborted', { attempts, error: thrown });
     return;
   }
+  const lostBefore = lease.lost;
   const settled = await settle(
     settling(call),
     lease,
@@ -540,7 +544,7 @@ async function settleThrown<A extends unknown[], R>(
   notify(call.store, key);
   // The caller gets fn's own error whatever happened to the record: if it stayed pending
   // the next call runs again after the lease, as it would have after `failed`.
-  if (settled.state === 'fenced' && !lease.lost) emit('lease-lost', { attempts });
+  if (settled.state === 'fenced' && !lostBefore) emit('lease-lost', { attempts });
   emit(kind === 'control-flow' ? 'interrupted' : 'failed', { attempts, error: thrown });
 }
 

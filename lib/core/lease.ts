@@ -41,8 +41,17 @@ export interface Lease {
   stop(): void;
   /** Hands the claim back now (a renewal to a lease of 0 ms), so the next call takes it over at once. */
   end(): Promise<void>;
-  /** True once a renewal was refused: another caller took the record over. */
+  /**
+   * True once a renewal was refused: another caller took the record over, or (once
+   * `settling` was called) this call's own settle, applied, ended the claim.
+   */
   readonly lost: boolean;
+  /**
+   * The settle's write is being sent: from now on a refused renewal may be that write,
+   * applied with its reply lost, so it stops the renewals but is not reported (`onLost`)
+   * as a takeover; the settle reads the record to tell.
+   */
+  settling(): void;
   /** Until when (performance.now() time) the lease is known to last: when the claim or
    * the last renewal that succeeded was sent, plus leaseMs. */
   readonly heldUntil: number;
@@ -74,6 +83,7 @@ export function keepLease(
 class KeptLease implements Lease {
   #lost = false;
   #stopped = false;
+  #settling = false;
   #heldUntil: number;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #failures = 0;
@@ -113,7 +123,7 @@ class KeptLease implements Lease {
         if (this.#stopped) return;
         if (!held) {
           this.#lost = true;
-          this.onLost();
+          if (!this.#settling) this.onLost();
           return;
         }
         this.#failures = 0;
@@ -129,6 +139,10 @@ class KeptLease implements Lease {
         this.#schedule(Math.min(this.#firstRetry * 2 ** (this.#failures - 1), this.#every));
       },
     );
+  }
+
+  settling(): void {
+    this.#settling = true;
   }
 
   stop(): void {

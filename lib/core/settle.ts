@@ -69,7 +69,12 @@ export type Settled =
   | { state: 'recorded' }
   /** Refused: another claim holds the record, or (`gone`) the record was no longer there. */
   | { state: 'fenced'; gone?: boolean }
-  | { state: 'unknown'; error: unknown; seen: 'pending' | 'unreadable' };
+  /**
+   * `leaseRefused`: a renewal of the lease was refused meanwhile. That is no takeover seen:
+   * this settle's own write, applied with its reply lost, ends the claim just as a
+   * takeover would, and refuses the renewals that come after it.
+   */
+  | { state: 'unknown'; error: unknown; seen: 'pending' | 'unreadable'; leaseRefused: boolean };
 
 /**
  * The message of a settle whose outcome is unknown: `who` ran, and its write was never
@@ -78,12 +83,15 @@ export type Settled =
  * case (`otherwise`).
  */
 export function unknownOutcome(who: string, settled: Extract<Settled, { state: 'unknown' }>, otherwise: string): string {
-  const { error, seen } = settled;
+  const { error, seen, leaseRefused } = settled;
   const cause = error instanceof Error ? error.message.replace(/^idempotent-tools: /, '') : String(error);
   const read = seen === 'pending' ? 'the record, read back, was still pending' : 'reading the record back failed too';
+  const renewal = leaseRefused
+    ? ' A renewal of its lease was refused meanwhile: the write was applied, or another call took the record over.'
+    : '';
   return (
     `idempotent-tools: ${who} ran, but whether its result was recorded is unknown: the store did not confirm the write ` +
-    `(${cause}), and ${read}. If the write was (or is still) applied, the next call with this key returns its result; ` +
+    `(${cause}), and ${read}.${renewal} If the write was (or is still) applied, the next call with this key returns its result; ` +
     `if not, the record stays pending: ${otherwise}`
   );
 }
@@ -104,6 +112,7 @@ export async function settle(
   attempts: number,
 ): Promise<Settled> {
   const { leaseMs, store, emit } = call;
+  lease.settling();
   const giveUpAt = performance.now() + Math.max(leaseMs, 1000);
   const lastChance = performance.now() + 4 * Math.max(leaseMs, 1000);
   let delay = 20;
@@ -119,7 +128,7 @@ export async function settle(
       // applied after all (a reply that timed out). The record tells; when it cannot be
       // read, nobody has seen another call take it over, so the outcome is unknown.
       if (seen === undefined) {
-        return { state: 'unknown', error: new Error(`the store refused the ${op} sent again`), seen: 'unreadable' };
+        return { state: 'unknown', error: new Error(`the store refused the ${op} sent again`), seen: 'unreadable', leaseRefused: lease.lost };
       }
       return seen === 'recorded' ? { state: 'recorded' } : fenced(seen);
     } catch (err) {
@@ -127,14 +136,18 @@ export async function settle(
       const seen = await recordSays(call, op, attempts);
       if (seen === 'recorded') return { state: 'recorded' };
       if (seen === 'fenced' || seen === 'gone') return fenced(seen);
-      if (lease.lost) return { state: 'fenced' };
+      // A refused renewal (lease.lost) is not read as a takeover here: this settle's own
+      // write, applied with its reply lost, refuses the renewals after it too. Only the
+      // record, read, or a resend refused and then read, tells the two apart.
       // Retried for max(leaseMs, 1 s), and on for as long as the claim is ours by this
       // process's own record of its last claim or renewal (renewals may fail meanwhile,
       // for the same cause), up to 4 times that: a try after the lease's end is harmless
       // (fenced if another call took the record over meanwhile) and often succeeds.
       const now = performance.now();
       const until = Math.max(giveUpAt, Math.min(lease.heldUntil, lastChance));
-      if (now >= until - 1) return { state: 'unknown', error: err, seen: seen === 'pending' ? 'pending' : 'unreadable' };
+      if (now >= until - 1) {
+        return { state: 'unknown', error: err, seen: seen === 'pending' ? 'pending' : 'unreadable', leaseRefused: lease.lost };
+      }
       // Said once, so a caller that waits (up to the lease's end, about leaseMs) knows why.
       if (attempt === 1) emit('settle-retrying', { error: err, retryingUntil: Date.now() + (until - now) });
       await sleep(Math.min(delay, until - 1 - now));
