@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seed="${FAULTS_SEED:-$(date -u +%Y%m%d)}"
 seconds="${FAULTS_SECONDS:-30}"
 status=0
-for store in sqlite redis redis-tokio postgres; do
+for store in sqlite redis redis-tokio redis-cluster postgres; do
   node stress/faults/campaign.js --store "$store" --seconds "$seconds" --seed "$seed" || status=1
 done
 node stress/faults/campaign.js --store redis --seconds 15 --seed "$seed" --control naive || status=1

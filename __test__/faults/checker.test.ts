@@ -160,7 +160,7 @@ describe('the fault campaign', () => {
 
   it('refuses a store it does not know, and says which it knows', async () => {
     const r = await runNode([CAMPAIGN, '--store', 'mysql', '--seconds', '1']);
-    expect(r.stderr).toMatch(/--store must be one of sqlite, redis, redis-tokio, postgres, not "mysql"/);
+    expect(r.stderr).toMatch(/--store must be one of sqlite, redis, redis-tokio, redis-cluster, postgres, not "mysql"/);
     expect(r.code).toBe(2);
   });
 });

@@ -5,13 +5,15 @@
 // (nemesis.js) kills and stops them and breaks their store's connections and server; at
 // the end the checker (checker.js) reads the ledger and prints one verdict line.
 //
-//   node stress/faults/campaign.js --store sqlite|redis|redis-tokio|postgres
+//   node stress/faults/campaign.js --store sqlite|redis|redis-tokio|redis-cluster|postgres
 //        [--seconds 30] [--seed N] [--workers 4] [--keys 20] [--lanes 4]
 //        [--control naive] [--postgres URL] [--keep]
 //
 // The seed is printed first: the same seed repeats the nemesis's choices and the
 // workers' (not the machine's timing, so a repeat is close, not exact). Redis runs are on
-// a redis-server of the campaign's own (free port, append-only file); Postgres runs on
+// a redis-server of the campaign's own (free port, append-only file), and redis-cluster
+// on a cluster of its own (three primaries, each behind a proxy of its own that the node
+// announces, so redirects and discovered nodes go through the nemesis too); Postgres runs on
 // --postgres (default $IDEMPOTENT_TOOLS_TEST_PG, or the tests' server,
 // postgres://postgres@127.0.0.1:5432/pg_helper) in a table of their own, dropped at the end.
 //
@@ -27,13 +29,13 @@ const { tmpdir } = require('node:os');
 const { join } = require('node:path');
 const { parseArgs } = require('node:util');
 
-const { FaultProxy, createRandom, deriveSeed } = require('./proxy');
+const { FaultProxy, ProxyGroup, createRandom, deriveSeed } = require('./proxy');
 const { Ledger, now, readLedger } = require('./ledger');
 const { Nemesis } = require('./nemesis');
-const { RedisProcess } = require('./servers');
+const { RedisCluster, RedisProcess } = require('./servers');
 const { check, details, verdictLine } = require('./checker');
 
-const STORES = ['sqlite', 'redis', 'redis-tokio', 'postgres'];
+const STORES = ['sqlite', 'redis', 'redis-tokio', 'redis-cluster', 'postgres'];
 const ROOT = join(__dirname, '..', '..');
 
 const { values } = parseArgs({
@@ -62,6 +64,7 @@ let phase = 'setting up';
 async function main() {
   const store = values.store;
   if (!STORES.includes(store)) throw new Error(`--store must be one of ${STORES.join(', ')}, not "${store}"`);
+  if (values.control !== undefined && store === 'redis-cluster') throw new Error('--control naive runs on sqlite, redis or postgres, not redis-cluster');
   if (values.control !== undefined && values.control !== 'naive') throw new Error(`--control takes "naive" (the only control), not "${values.control}"`);
   const seconds = positiveInt('seconds', values.seconds);
   const workerCount = positiveInt('workers', values.workers);
@@ -101,6 +104,13 @@ async function main() {
     redis = await RedisProcess.start();
     proxy = await FaultProxy.start({ target: { host: '127.0.0.1', port: redis.port }, seed: deriveSeed(seed, 1) });
     url = proxy.url('redis://127.0.0.1:%PORT%/0');
+  } else if (store === 'redis-cluster') {
+    const ports = [];
+    for (let i = 0; i < 3; i++) ports.push(await RedisCluster.freeNodePort());
+    const proxies = await Promise.all(ports.map((port, i) => FaultProxy.start({ target: { host: '127.0.0.1', port }, seed: deriveSeed(seed, 10 + i) })));
+    proxy = new ProxyGroup(proxies);
+    redis = await RedisCluster.start(ports, (i) => proxies[i].port);
+    url = redis.url;
   } else if (store === 'postgres') {
     adminPg = values.postgres;
     const u = new URL(adminPg);
@@ -248,6 +258,12 @@ async function main() {
   if (wrong.length > 0) {
     throw new Error(`--store ${store}: workers ${wrong.map((e) => e.worker).join(', ')} used the ${store === 'redis-tokio' ? 'loop' : 'Tokio'} transport (see tokioRedisStore in worker.js)`);
   }
+  // A cluster run proves something only if the client's connections to every node went
+  // through that node's proxy (the nodes announce the proxies' ports).
+  if (store === 'redis-cluster') {
+    const bypassed = proxy.proxies.map((p, i) => (p.accepted === 0 ? i : -1)).filter((i) => i >= 0);
+    if (bypassed.length > 0) throw new Error(`--store redis-cluster: no connection went through the proxy of node(s) ${bypassed.join(', ')}: the nemesis never reached them`);
+  }
   console.log(verdictLine(label, result) + (torn ? ` (${torn} lines torn by kills, ignored)` : '') + `; workers: ${spawned}`);
   const lines = details(result);
   for (const line of lines) console.log(line);
@@ -278,6 +294,9 @@ function openDirect(lib, config, redis, adminPg) {
       return new lib.SqliteStore({ path: config.db });
     case 'postgres':
       return new lib.PostgresStore({ url: adminPg, table: config.table, pruneIntervalMs: 0 });
+    case 'redis-cluster':
+      // Through the proxies (the nodes announce theirs): calm by the time it is used.
+      return new lib.RedisStore({ url: redis.url, prefix: config.prefix, cluster: true });
     default:
       return new lib.RedisStore({ url: redis.url, prefix: config.prefix });
   }

@@ -5,7 +5,8 @@
 //   longest lease and then SIGCONT it (its lease runs out while it is stopped);
 // - the store (network stores only): the fault proxy on the store's connections (stall,
 //   hold one direction, reset, half-close, split replies, cut a reply after k bytes,
-//   jitter, refuse new connections); the Redis server killed and restarted with its
+//   jitter, refuse new connections; on a cluster, any node's); the Redis server (on a
+//   cluster, one node in turn) killed and restarted with its
 //   append-only file (`appendfsync always`: nothing acknowledged is lost) or without its
 //   data (a server without persistence: an `epoch` line, records are forgotten); the
 //   Postgres backends of the workers terminated (pg_terminate_backend, found by the
@@ -26,6 +27,10 @@ function storeFaults(store) {
     case 'redis':
     case 'redis-tokio':
       return { ...proxy, 'restart-aof': 1, 'restart-lossy': 0.3 };
+    case 'redis-cluster':
+      // A node restarted with its data; no lossy restart (a node that forgets its data
+      // forgets its cluster config too, and leaves the cluster).
+      return { ...proxy, 'restart-aof': 1 };
     case 'postgres':
       return { ...proxy, 'terminate-backends': 2 };
     default:

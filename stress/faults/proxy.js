@@ -436,4 +436,34 @@ class FaultProxy {
   }
 }
 
-module.exports = { FaultProxy, FaultConnection, createRandom, deriveSeed };
+/**
+ * Several proxies the nemesis treats as one (a Redis Cluster's nodes, each behind its own):
+ * a fault on "a connection" picks among all of them; `all` and `refuse` reach every one.
+ */
+class ProxyGroup {
+  constructor(proxies) {
+    this.proxies = proxies;
+    this.all = {};
+    for (const method of [...ALL_METHODS, 'reset']) {
+      this.all[method] = (...args) => {
+        for (const p of proxies) p.all[method](...args);
+        return this.all;
+      };
+    }
+  }
+
+  get connections() {
+    return this.proxies.flatMap((p) => p.connections);
+  }
+
+  refuse(on = true) {
+    for (const p of this.proxies) p.refuse(on);
+    return this;
+  }
+
+  async close() {
+    await Promise.all(this.proxies.map((p) => p.close()));
+  }
+}
+
+module.exports = { FaultProxy, FaultConnection, ProxyGroup, createRandom, deriveSeed };

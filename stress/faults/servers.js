@@ -6,7 +6,7 @@
 // server without persistence, whose restart forgets every record (a new epoch for the
 // checker). The binary is `redis-server`, or IDT_REDIS_SERVER (Valkey's, say).
 
-const { spawn, spawnSync } = require('node:child_process');
+const { execFile, spawn, spawnSync } = require('node:child_process');
 const { mkdtempSync, rmSync } = require('node:fs');
 const net = require('node:net');
 const { tmpdir } = require('node:os');
@@ -112,4 +112,147 @@ class RedisProcess {
   }
 }
 
-module.exports = { RedisProcess, freePort, redisCommand };
+/**
+ * A free port for a cluster node whose bus port (the port + 10000) is free too: Redis
+ * refuses a port above 55535 for a cluster node.
+ */
+async function freeNodePort() {
+  for (;;) {
+    const port = await freePort();
+    if (port > 55535) continue;
+    const bus = await new Promise((resolve) => {
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port + 10000, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (bus) return port;
+  }
+}
+
+/**
+ * A Redis Cluster a fault run owns: three primaries (no replicas: a failover's async
+ * replication may lose an acknowledged write, which would be the cluster's doing, not
+ * ours), each with `appendfsync always`. Each node announces `announce(i)`'s port, a fault
+ * proxy's, so every connection a client opens to a node, the ones found through `CLUSTER
+ * SLOTS` and redirects included, goes through the nemesis; the nodes' own bus is direct.
+ * `restart()` kills one node and starts it again with its data and its cluster config (the
+ * nodes in turn); meanwhile its slots refuse, the others serve
+ * (`cluster-require-full-coverage no`).
+ */
+class RedisCluster {
+  constructor(ports, dir, announce) {
+    this.nodes = ports.map((port) => ({ port, child: undefined }));
+    this.dir = dir;
+    this.announce = announce;
+    this.restarts = 0;
+  }
+
+  /** `announce(i)`: the port node i tells clients to use; `ports`: the nodes' own. */
+  static async start(ports, announce) {
+    if (spawnSync(SERVER_BIN, ['--version']).status !== 0) {
+      throw new Error(`${SERVER_BIN} is not on the PATH: install it (apt-get install redis-server); the fault run starts its own cluster`);
+    }
+    const cluster = new RedisCluster(ports, mkdtempSync(join(tmpdir(), 'idempotent-tools-faults-cluster-')), announce);
+    await Promise.all(cluster.nodes.map((_, i) => cluster.launch(i)));
+    // Not spawnSync: redis-cli reaches the nodes through the proxies, which run on this
+    // process's event loop.
+    await new Promise((resolve, reject) => {
+      execFile('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 60_000 }, (err, stdout, stderr) =>
+        err ? reject(new Error(`redis-cli --cluster create failed (${err.message}): ${stdout}${stderr}`)) : resolve());
+    });
+    await cluster.waitUntilOk();
+    return cluster;
+  }
+
+  static freeNodePort() {
+    return freeNodePort();
+  }
+
+  /** The seed URL (one node, through its proxy; the client finds the rest). */
+  get url() {
+    return `redis://127.0.0.1:${this.announce(0)}`;
+  }
+
+  async launch(i) {
+    const { port } = this.nodes[i];
+    const child = spawn(
+      SERVER_BIN,
+      [
+        '--port', String(port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '',
+        '--appendonly', 'yes', '--appendfsync', 'always', '--appendfilename', `appendonly-${port}.aof`,
+        '--appenddirname', `aof-${port}`,
+        '--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, `nodes-${port}.conf`),
+        '--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no',
+        '--cluster-announce-ip', '127.0.0.1', '--cluster-announce-port', String(this.announce(i)),
+        '--cluster-announce-bus-port', String(port + 10000),
+      ],
+      { stdio: 'ignore' },
+    );
+    this.nodes[i].child = child;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`${SERVER_BIN} (cluster node on ${port}) exited with ${child.exitCode} at start`);
+      try {
+        if (/PONG/.test(await redisCommand(port, 'PING'))) return;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /** Until every node says cluster_state:ok (each asked directly, not through a proxy). */
+  async waitUntilOk(timeoutMs = 30_000) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const states = await Promise.all(this.nodes.map((n) => bulk(n.port, 'CLUSTER INFO').catch(() => '')));
+      if (states.every((s) => s.includes('cluster_state:ok'))) return;
+      if (Date.now() > deadline) throw new Error(`the fault run's cluster did not become ok: ${states.join(' | ')}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async kill(i) {
+    const child = this.nodes[i].child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await gone;
+    this.nodes[i].child = undefined;
+  }
+
+  /** SIGKILLs the next node in turn and starts it again with its data. */
+  async restart() {
+    const i = this.restarts++ % this.nodes.length;
+    await this.kill(i);
+    await this.launch(i);
+  }
+
+  async stop() {
+    for (let i = 0; i < this.nodes.length; i++) await this.kill(i);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** One inline command whose reply is a bulk string (CLUSTER INFO): its whole text. */
+function bulk(port, command) {
+  return new Promise((resolve, reject) => {
+    const socket = net.createConnection({ port, host: '127.0.0.1' });
+    let reply = '';
+    socket.setTimeout(2000, () => socket.destroy(new Error('redis did not answer within 2 s')));
+    socket.on('connect', () => socket.write(`${command}\r\n`));
+    socket.on('data', (d) => {
+      reply += d;
+      const m = /^\$(\d+)\r\n/.exec(reply);
+      if (m && Buffer.byteLength(reply) >= m[0].length + Number(m[1]) + 2) {
+        socket.end();
+        resolve(reply);
+      } else if (/^[-+]/.test(reply) && reply.includes('\r\n')) {
+        socket.end();
+        resolve(reply);
+      }
+    });
+    socket.on('error', reject);
+  });
+}
+
+module.exports = { RedisCluster, RedisProcess, freePort, redisCommand };

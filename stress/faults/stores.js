@@ -14,6 +14,8 @@ function openStore(config) {
       return new lib.SqliteStore({ path: config.db });
     case 'redis':
       return new lib.RedisStore({ url: config.url, prefix: config.prefix, connectTimeoutMs: config.connectTimeoutMs, commandTimeoutMs: config.commandTimeoutMs });
+    case 'redis-cluster':
+      return new lib.RedisStore({ url: config.url, prefix: config.prefix, cluster: true, connectTimeoutMs: config.connectTimeoutMs, commandTimeoutMs: config.commandTimeoutMs });
     case 'redis-tokio':
       return tokioRedisStore({ url: config.url, prefix: config.prefix, connectTimeoutMs: config.connectTimeoutMs, commandTimeoutMs: config.commandTimeoutMs });
     case 'postgres':

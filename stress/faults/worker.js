@@ -73,7 +73,7 @@ async function work(config) {
     }
   }
 
-  if (store && config.store.startsWith('redis')) {
+  if (store && (config.store === 'redis' || config.store === 'redis-tokio')) {
     ledger.write({ ev: 'transport', worker: config.who, tokio: await usesTokio(store) });
   }
 
