@@ -3,6 +3,8 @@
  * value, and `complete`/`fail` tried until it is known whether they happened.
  */
 
+import { isDeepStrictEqual } from 'node:util';
+
 import type { Lease } from './lease.js';
 import type { IdempotencyRecord, RecordError, SettleRequest, Store } from './store.js';
 
@@ -117,13 +119,16 @@ export async function settle(
   const lastChance = performance.now() + 4 * Math.max(leaseMs, 1000);
   let delay = 20;
   for (let attempt = 1; ; attempt++) {
+    // A store that refuses a lone surrogate in the error text still gets a `failed` record.
+    const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
     try {
-      // A store that refuses a lone surrogate in the error text still gets a `failed` record.
-      const req = op === 'fail' && attempt > 1 && request.error ? { ...request, error: wellFormedError(request.error) } : request;
       if (await store[op](req)) return { state: 'recorded' };
       // Refused (rare): one read says why, so the caller is told what was seen.
-      const seen = await recordSays(call, op, attempts);
-      if (attempt === 1) return seen === 'recorded' ? { state: 'recorded' } : fenced(seen);
+      const seen = await recordSays(call, op, attempts, req);
+      // Refused at the first try: nothing of ours was sent before, so the record is another
+      // claim's whatever it looks like (after the record was lost and claimed again, that
+      // claim's attempts and fingerprint are ours too); the read only tells gone from taken.
+      if (attempt === 1) return fenced(seen);
       // Refused after an attempt that errored: the refusal may be that attempt's own write,
       // applied after all (a reply that timed out). The record tells; when it cannot be
       // read, nobody has seen another call take it over, so the outcome is unknown.
@@ -133,7 +138,7 @@ export async function settle(
       return seen === 'recorded' ? { state: 'recorded' } : fenced(seen);
     } catch (err) {
       emit('store-error', { error: err });
-      const seen = await recordSays(call, op, attempts);
+      const seen = await recordSays(call, op, attempts, req);
       if (seen === 'recorded') return { state: 'recorded' };
       if (seen === 'fenced' || seen === 'gone') return fenced(seen);
       // A refused renewal (lease.lost) is not read as a takeover here: this settle's own
@@ -157,7 +162,7 @@ export async function settle(
 }
 
 /** A refusal, as `settle` answers it: `gone` when the record was no longer there. */
-function fenced(seen: 'fenced' | 'gone' | 'pending' | undefined): Settled {
+function fenced(seen: 'recorded' | 'fenced' | 'gone' | 'pending' | undefined): Settled {
   return seen === 'gone' ? { state: 'fenced', gone: true } : { state: 'fenced', gone: false };
 }
 
@@ -166,11 +171,18 @@ function fenced(seen: 'fenced' | 'gone' | 'pending' | undefined): Settled {
  * not yet (undefined: it could not be read). A function of its own rather than a closure
  * in `settle`: a read is needed only when a settle is refused or fails, and every call
  * settles (issue 39: allocation per call).
+ *
+ * A record holds no token, so a settled record is taken for this settle's own only when
+ * its attempts, fingerprint and outcome are this settle's: a record lost while its owner
+ * ran (cleared, a Redis restart without persistence) and claimed again has the same
+ * attempts (1) and fingerprint, and only its outcome differs. When the outcomes are equal
+ * too, the caller's answer is the recorded one either way.
  */
 async function recordSays(
   call: SettlingCall,
   op: 'complete' | 'fail',
   attempts: number,
+  request: SettleRequest,
 ): Promise<'recorded' | 'fenced' | 'gone' | 'pending' | undefined> {
   let record: IdempotencyRecord | null;
   try {
@@ -180,6 +192,25 @@ async function recordSays(
   }
   if (record === null) return 'gone';
   if (record.attempts !== attempts || record.fingerprint !== call.fingerprint) return 'fenced';
-  if (record.status === (op === 'complete' ? 'completed' : 'failed')) return 'recorded';
+  if (record.status === (op === 'complete' ? 'completed' : 'failed')) return sameOutcome(record, request) ? 'recorded' : 'fenced';
   return record.status === 'pending' ? 'pending' : 'fenced';
+}
+
+/** Whether a settled record holds the outcome `request` would write (its result, or its error). */
+function sameOutcome(record: IdempotencyRecord, request: SettleRequest): boolean {
+  if (request.error !== undefined) {
+    // The text a store that refuses lone surrogates keeps is the well-formed one.
+    const mine = wellFormedError(request.error);
+    const theirs = record.error === null ? null : wellFormedError(record.error);
+    return theirs !== null && theirs.name === mine.name && theirs.message === mine.message;
+  }
+  if (record.error !== null) return false;
+  if (request.resultJson === undefined) return record.result === undefined;
+  let mine: unknown;
+  try {
+    mine = JSON.parse(request.resultJson);
+  } catch {
+    return false;
+  }
+  return isDeepStrictEqual(mine, record.result);
 }
