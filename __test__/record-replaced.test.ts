@@ -21,13 +21,20 @@ afterAll(() => redis.stop());
 
 type Store = import('../dist/core/store.js').Store;
 
-/** `store`, except that the `complete`s `fails` picks fail before they reach it (nothing applied). */
-function completeFailsFirst(store: Store, fails: () => boolean): Store {
-  return new Proxy(store, {
+/**
+ * `store`, except that once `failNext()` was called, the next `complete` fails before it
+ * reaches the store (nothing applied).
+ */
+function completeFailingOnce(store: Store): { store: Store; failNext: () => void } {
+  let armed = false;
+  const wrapped = new Proxy(store, {
     get(target, property) {
       if (property === 'complete') {
         return async (req: Parameters<Store['complete']>[0]) => {
-          if (fails()) throw new Error('complete: the connection was reset before the request was sent (a fault of the test)');
+          if (armed) {
+            armed = false;
+            throw new Error('complete: the connection was reset before the request was sent (a fault of the test)');
+          }
           return target.complete(req);
         };
       }
@@ -35,6 +42,7 @@ function completeFailsFirst(store: Store, fails: () => boolean): Store {
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
+  return { store: wrapped, failNext: () => (armed = true) };
 }
 
 for (const [storeName, open] of eachStore(redis.url, uniquePrefix)) {
@@ -43,22 +51,17 @@ for (const [storeName, open] of eachStore(redis.url, uniquePrefix)) {
       it(`the owner's settle ${how === 'refused' ? 'is refused' : 'fails once, then reads the record'}: LeaseLostError with its own result, never its result as the recorded one`, async () => {
         const [store] = open(1);
         let runs = 0;
-        let failNextComplete = false;
-        const wrapped = completeFailsFirst(store, () => {
-          const fail = failNextComplete;
-          failNextComplete = false;
-          return fail;
-        });
+        const faulty = completeFailingOnce(store);
         const pay = idempotent(async function charge(order: string): Promise<{ order: string; run: number }> {
           const run = ++runs;
           if (run === 1) {
             // The record goes away, and another caller claims the key afresh and completes.
             expect(await store.clear(pay.keyFor(order))).toBe(1);
             expect(await pay(order)).toEqual({ order, run: 2 });
-            failNextComplete = how === 'failed first';
+            if (how === 'failed first') faulty.failNext();
           }
           return { order, run };
-        }, { store: wrapped, onDuplicate: 'raise' });
+        }, { store: faulty.store, onDuplicate: 'raise' });
 
         const err = await pay('o-1').then(() => undefined, (e: unknown) => e);
         expect(err).toBeInstanceOf(LeaseLostError);
@@ -73,20 +76,15 @@ for (const [storeName, open] of eachStore(redis.url, uniquePrefix)) {
     it('the other claim recorded the very same result: returned, as the recorded one it equals', async () => {
       const [store] = open(1);
       let runs = 0;
-      let failNextComplete = false;
-      const wrapped = completeFailsFirst(store, () => {
-        const fail = failNextComplete;
-        failNextComplete = false;
-        return fail;
-      });
+      const faulty = completeFailingOnce(store);
       const pay = idempotent(async function charge(order: string): Promise<{ order: string; ok: boolean }> {
         if (++runs === 1) {
           expect(await store.clear(pay.keyFor(order))).toBe(1);
           expect(await pay(order)).toEqual({ order, ok: true });
-          failNextComplete = true;
+          faulty.failNext();
         }
         return { ok: true, order }; // the same value, its keys in another order
-      }, { store: wrapped, onDuplicate: 'raise' });
+      }, { store: faulty.store, onDuplicate: 'raise' });
       expect(await pay('o-2')).toEqual({ order: 'o-2', ok: true });
       expect(runs).toBe(2);
       await store.close();

@@ -25,8 +25,11 @@ function freePort() {
   });
 }
 
-/** One inline command; resolves with the raw reply's first line. */
-function redisCommand(port, command) {
+/**
+ * One inline command; resolves with the raw reply's first line, or with `whole` the whole
+ * reply (a bulk string's text: CLUSTER INFO).
+ */
+function redisCommand(port, command, { whole = false } = {}) {
   return new Promise((resolve, reject) => {
     const socket = net.createConnection({ port, host: '127.0.0.1' });
     let reply = '';
@@ -34,10 +37,11 @@ function redisCommand(port, command) {
     socket.on('connect', () => socket.write(`${command}\r\n`));
     socket.on('data', (d) => {
       reply += d;
-      if (reply.includes('\r\n')) {
-        socket.end();
-        resolve(reply.trim());
-      }
+      if (!reply.includes('\r\n')) return;
+      const bulk = whole ? /^\$(\d+)\r\n/.exec(reply) : null;
+      if (bulk && Buffer.byteLength(reply) < bulk[0].length + Number(bulk[1]) + 2) return; // more to come
+      socket.end();
+      resolve(whole ? reply : reply.trim());
     });
     socket.on('error', reject);
   });
@@ -204,7 +208,7 @@ class RedisCluster {
   async waitUntilOk(timeoutMs = 30_000) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const states = await Promise.all(this.nodes.map((n) => bulk(n.port, 'CLUSTER INFO').catch(() => '')));
+      const states = await Promise.all(this.nodes.map((n) => redisCommand(n.port, 'CLUSTER INFO', { whole: true }).catch(() => '')));
       if (states.every((s) => s.includes('cluster_state:ok'))) return;
       if (Date.now() > deadline) throw new Error(`the fault run's cluster did not become ok: ${states.join(' | ')}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -231,28 +235,6 @@ class RedisCluster {
     for (let i = 0; i < this.nodes.length; i++) await this.kill(i);
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-/** One inline command whose reply is a bulk string (CLUSTER INFO): its whole text. */
-function bulk(port, command) {
-  return new Promise((resolve, reject) => {
-    const socket = net.createConnection({ port, host: '127.0.0.1' });
-    let reply = '';
-    socket.setTimeout(2000, () => socket.destroy(new Error('redis did not answer within 2 s')));
-    socket.on('connect', () => socket.write(`${command}\r\n`));
-    socket.on('data', (d) => {
-      reply += d;
-      const m = /^\$(\d+)\r\n/.exec(reply);
-      if (m && Buffer.byteLength(reply) >= m[0].length + Number(m[1]) + 2) {
-        socket.end();
-        resolve(reply);
-      } else if (/^[-+]/.test(reply) && reply.includes('\r\n')) {
-        socket.end();
-        resolve(reply);
-      }
-    });
-    socket.on('error', reject);
-  });
 }
 
 module.exports = { RedisCluster, RedisProcess, freePort, redisCommand };
