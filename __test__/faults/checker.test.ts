@@ -158,6 +158,15 @@ describe('the fault campaign', () => {
     expect(r.code, r.stdout).toBe(0);
   });
 
+  it('refuses a --weight for a fault the store cannot have, and names the faults it can', async () => {
+    const r = await runNode([CAMPAIGN, '--store', 'sqlite', '--seconds', '1', '--weight', 'restart-lossy=3']);
+    expect(r.stderr).toMatch(/--weight restart-lossy: --store sqlite has no such fault; its faults are none/);
+    expect(r.code).toBe(2);
+    const bad = await runNode([CAMPAIGN, '--store', 'redis', '--seconds', '1', '--weight', 'restart-lossy']);
+    expect(bad.stderr).toMatch(/--weight takes FAULT=N \(such as restart-lossy=3\), not "restart-lossy"/);
+    expect(bad.code).toBe(2);
+  });
+
   it('refuses a store it does not know, and says which it knows', async () => {
     const r = await runNode([CAMPAIGN, '--store', 'mysql', '--seconds', '1']);
     expect(r.stderr).toMatch(/--store must be one of sqlite, redis, redis-tokio, redis-cluster, postgres, not "mysql"/);

@@ -7,7 +7,11 @@
 //
 //   node stress/faults/campaign.js --store sqlite|redis|redis-tokio|redis-cluster|postgres
 //        [--seconds 30] [--seed N] [--workers 4] [--keys 20] [--lanes 4]
-//        [--control naive] [--postgres URL] [--keep]
+//        [--control naive] [--postgres URL] [--keep] [--weight FAULT=N ...]
+//
+// --weight (repeatable) changes how often the nemesis picks one store fault, for a hunt
+// aimed at one kind: `--weight restart-lossy=3` restarts Redis without its data ten times
+// as often as the default 0.3; `--weight reset=0` never resets a connection.
 //
 // The seed is printed first: the same seed repeats the nemesis's choices and the
 // workers' (not the machine's timing, so a repeat is close, not exact). Redis runs are on
@@ -31,7 +35,7 @@ const { parseArgs } = require('node:util');
 
 const { FaultProxy, ProxyGroup, createRandom, deriveSeed } = require('./proxy');
 const { Ledger, now, readLedger } = require('./ledger');
-const { Nemesis } = require('./nemesis');
+const { Nemesis, storeFaults } = require('./nemesis');
 const { RedisCluster, RedisProcess } = require('./servers');
 const { check, details, verdictLine } = require('./checker');
 
@@ -49,6 +53,7 @@ const { values } = parseArgs({
     control: { type: 'string' },
     postgres: { type: 'string', default: process.env.IDEMPOTENT_TOOLS_TEST_PG || 'postgres://postgres@127.0.0.1:5432/pg_helper' },
     keep: { type: 'boolean', default: false },
+    weight: { type: 'string', multiple: true, default: [] },
   },
 });
 
@@ -56,6 +61,21 @@ function positiveInt(name, text) {
   const n = Number(text);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number >= 1, not "${text}"`);
   return n;
+}
+
+/** `--weight FAULT=N` options, checked against the faults the store can have. */
+function parseWeights(store, given) {
+  const known = storeFaults(store);
+  const weights = {};
+  for (const text of given) {
+    const m = /^([a-z-]+)=(\d+(?:\.\d+)?)$/.exec(text);
+    if (!m) throw new Error(`--weight takes FAULT=N (such as restart-lossy=3), not "${text}"`);
+    if (!(m[1] in known)) {
+      throw new Error(`--weight ${m[1]}: --store ${store} has no such fault; its faults are ${Object.keys(known).join(', ') || 'none (no store faults)'}`);
+    }
+    weights[m[1]] = Number(m[2]);
+  }
+  return weights;
 }
 
 /** What the campaign is doing, for the watchdog's message. */
@@ -72,10 +92,12 @@ async function main() {
   const lanes = positiveInt('lanes', values.lanes);
   const seed = values.seed === undefined ? randomInt(2 ** 31) : Number(values.seed);
   if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a whole number >= 0, not "${values.seed}"`);
+  const weights = parseWeights(store, values.weight);
   const control = values.control === 'naive';
   const label = `faults ${store}${control ? ' (control: naive)' : ''} seed=${seed}`;
   console.log(`${label}: ${seconds} s, ${workerCount} workers x ${lanes} lanes, ${keys} keys; repeat with: ` +
-    `node stress/faults/campaign.js --store ${store} --seed ${seed} --seconds ${seconds} --workers ${workerCount} --keys ${keys} --lanes ${lanes}${control ? ' --control naive' : ''}`);
+    `node stress/faults/campaign.js --store ${store} --seed ${seed} --seconds ${seconds} --workers ${workerCount} --keys ${keys} --lanes ${lanes}${control ? ' --control naive' : ''}` +
+    values.weight.map((w) => ` --weight ${w}`).join(''));
 
   // The campaign itself must never hang CI: past its time and a generous margin, it says
   // which phase it was in (and keeps its ledger) and fails.
@@ -211,6 +233,7 @@ async function main() {
     proxy,
     redis,
     postgres: adminPg ? { adminUrl: adminPg, application } : undefined,
+    weights,
   });
   const until = now() + seconds * 1000;
   ledger.write({ ev: 'nemesis-start', until });

@@ -60,10 +60,11 @@ class Nemesis {
    * @param {import('./servers').RedisProcess} [o.redis]
    * @param {{ adminUrl: string, application: string }} [o.postgres]
    * @param {boolean} [o.processFaults] default true
+   * @param {Record<string, number>} [o.weights] store faults' weights that replace the defaults (--weight)
    */
   constructor(o) {
     Object.assign(this, { processFaults: true, ...o });
-    this.weights = storeFaults(o.store);
+    this.weights = { ...storeFaults(o.store), ...o.weights };
     this.undo = new Set(); // what calm() must still undo
     this.counts = {};
   }
