@@ -133,6 +133,25 @@ describe('the fault checker', () => {
     expect(verdict([...entries, { t: 500, ev: 'epoch', why: 'redis restarted without its data' }], { k: { status: 'completed', run: 'b.1' } }).kinds).toEqual([]);
   });
 
+  it('a clear of one key: a rerun of that key after it is no violation; of another key, it still is', () => {
+    const cleared = { t: 520, ev: 'epoch', key: 'k', from: 500, why: 'cleared by an operator' };
+    const entries = [...whole(0, 'a:1', 'k', 'a.1'), ...whole(1000, 'b:1', 'k', 'b.1'), ...whole(0, 'c:1', 'j', 'c.1'), ...whole(1000, 'd:1', 'j', 'd.1')];
+    const { result } = verdict([...entries, cleared], { k: { status: 'completed', run: 'b.1' }, j: { status: 'completed', run: 'd.1' } });
+    expect(result.violations.filter((v: { detail: string }) => v.detail.startsWith('k:'))).toEqual([]);
+    expect(result.violations.filter((v: { detail: string }) => v.detail.startsWith('j:')).map((v: { kind: string }) => v.kind)).toContain('run-after-result');
+  });
+
+  it('a clear\'s window: calls and runs inside it are held to neither epoch; after it, to the new one', () => {
+    // The clear was sent at 500 and answered at 520; the record was deleted somewhere in
+    // between. c:1 (500..510) got the old result (read before the deletion); d:1 claimed
+    // afresh and started its run at 518 (after the deletion). Neither is a violation...
+    const cleared = { t: 520, ev: 'epoch', key: 'k', from: 500, why: 'cleared by an operator' };
+    const base = [...whole(0, 'a:1', 'k', 'a.1'), cleared, call(500, 'c:1', 'k'), ret(510, 'c:1', 'k', 'a.1'), ...whole(508, 'd:1', 'k', 'd.1'), call(1000, 'f:1', 'k'), ret(1010, 'f:1', 'k', 'd.1')];
+    expect(verdict(base, { k: { status: 'completed', run: 'd.1' } }).kinds).toEqual([]);
+    // ...but a run after f:1, a call wholly in the new epoch, was given d.1's result still is.
+    expect(verdict([...base, ...whole(2000, 'e:1', 'k', 'e.1')], { k: { status: 'completed', run: 'd.1' } }).kinds).toContain('run-after-result');
+  });
+
   it('hang and crash: a call that never ended in a live worker, one past the bound, a worker that would not stop or died by itself', () => {
     const { result } = verdict([
       call(0, 'a:1', 'k'),

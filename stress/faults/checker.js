@@ -31,6 +31,12 @@
 // Epochs: a Redis restarted without persistence forgets its records. The conductor writes
 // an `epoch` line once the old server is dead; the promises (a), (b), (c) hold within an
 // epoch, not across one. Reruns after a lossy restart are that restart's doing, not ours.
+// An operator's clear of one key (the nemesis's `clear-key`) is an epoch of that key
+// alone: an `epoch` line with `key`, written once the clear is answered, with `from`, when
+// it was sent. The deletion happened somewhere in between, so a run or a result whose
+// epoch the window leaves open (a call that spans it) is held to neither epoch's promises
+// against the other's: lenient, never a false violation. A run's epoch runs from its
+// claim's sending to its start; a result's, from its call's start to its answer.
 //
 //   node stress/faults/checker.js LEDGER_DIR [--finals finals.json] [--hang-bound-ms 30000]
 
@@ -82,13 +88,26 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
   const add = (kind, detail) => violations.push({ kind, detail });
   const endT = entries.length ? entries[entries.length - 1].t : 0;
 
-  const epochs = entries.filter((e) => e.ev === 'epoch').map((e) => e.t);
-  const epochOf = (t) => {
-    let n = 0;
-    for (const e of epochs) if (e <= t) n++;
-    return n;
+  // A server's lossy restart starts a new epoch for every key; an operator's clear of one
+  // key (an `epoch` line with `key`), for that key alone.
+  const epochs = entries.filter((e) => e.ev === 'epoch' && e.key === undefined).map((e) => ({ from: e.t, done: e.t }));
+  const keyEpochs = new Map();
+  for (const e of entries) if (e.ev === 'epoch' && e.key !== undefined) group(keyEpochs, e.key, () => []).push({ from: e.from ?? e.t, done: e.t });
+  const boundaries = (key) => [...epochs, ...(keyEpochs.get(key) ?? [])];
+  /** The epochs an event of `key` between `t0` and `t1` may belong to: [lo, hi]. */
+  const epochsOf = (key, t0, t1 = t0) => {
+    let lo = 0;
+    let hi = 0;
+    for (const b of boundaries(key)) {
+      if (b.done <= t0) lo++;
+      if (b.from <= t1) hi++;
+    }
+    return { lo, hi };
   };
-  const lastEpoch = epochs.length;
+  /** The one epoch of `x` ({ lo, hi }), or undefined when it may be either side of a boundary. */
+  const epochOf = (x) => (x.lo === x.hi ? x.lo : undefined);
+  const sameEpoch = (x, y) => epochOf(x) !== undefined && epochOf(x) === epochOf(y);
+  const lastEpochOf = (key) => boundaries(key).length;
 
   const calls = new Map();
   const callOf = (id) => group(calls, id, () => ({ id, acquires: [], renews: [], settles: [], runs: [], reconciles: [] }));
@@ -96,7 +115,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
   const keys = new Map();
   const keyOf = (k) => group(keys, k, () => ({ runs: [], rets: [], calls: [], accepted: [] }));
   const killedAt = new Map();
-  const counts = { calls: 0, runs: 0, results: 0, errors: {}, kills: 0, stops: 0, faults: 0, epochs: epochs.length, reconciled: 0, takeovers: 0 };
+  const counts = { calls: 0, runs: 0, results: 0, errors: {}, kills: 0, stops: 0, faults: 0, epochs: epochs.length, clears: [...keyEpochs.values()].reduce((n, l) => n + l.length, 0), reconciled: 0, takeovers: 0 };
 
   for (const e of entries) {
     switch (e.ev) {
@@ -116,10 +135,10 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
         break;
       case 'settle':
         if (e.call !== undefined) callOf(e.call).settles.push(e);
-        if (e.op === 'complete' && e.ok === true) keyOf(e.key).accepted.push({ run: e.run, t: e.t, epoch: epochOf(e.t), call: e.call });
+        if (e.op === 'complete' && e.ok === true) keyOf(e.key).accepted.push({ run: e.run, t: e.t, call: e.call });
         break;
       case 'run': {
-        const r = { id: e.run, call: e.call, key: e.key, t: e.t, worker: e.run.slice(0, e.run.lastIndexOf('.')), epoch: epochOf(e.t) };
+        const r = { id: e.run, call: e.call, key: e.key, t: e.t, worker: e.run.slice(0, e.run.lastIndexOf('.')), ...epochsOf(e.key, e.t) };
         runs.set(e.run, r);
         keyOf(e.key).runs.push(r);
         callOf(e.call).runs.push(r);
@@ -140,7 +159,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
         const c = callOf(e.call);
         c.end = e;
         if (e.ev === 'ret') {
-          keyOf(e.key).rets.push({ ...e, epoch: epochOf(e.t), call: c });
+          keyOf(e.key).rets.push({ ...e, ...epochsOf(e.key, c.t ?? e.t, e.t), call: c });
           counts.results++;
         } else {
           const code = e.code ?? e.name;
@@ -156,7 +175,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
         counts.stops++;
         break;
       case 'fault':
-        counts.faults++;
+        if (e.what !== 'clear-key') counts.faults++; // clears are counted by their epochs
         break;
       case 'worker-hung':
         add('hang', `worker ${e.worker} did not exit within ${ms(e.waitedMs)} of being asked to stop`);
@@ -184,6 +203,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
     const claim = c?.acquires.filter((a) => a.acquired && a.t <= r.t).pop();
     if (claim === undefined) continue; // no store recorder (the naive control): no lease to judge
     r.claim = claim;
+    Object.assign(r, epochsOf(r.key, claim.sent, r.t));
     const lease = claim.leaseMs ?? c.leaseMs;
     const grants = [claim.sent, ...c.renews.filter((n) => n.held === true && n.token === claim.token && n.sent >= claim.sent).map((n) => n.sent)];
     r.lease = merge(grants.map((g) => [g, g + lease]));
@@ -205,7 +225,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
   for (const [key, k] of keys) {
     // (a) no run after a result was seen, in the same epoch.
     for (const r of k.runs) {
-      const seen = k.rets.find((x) => x.t < r.t && x.epoch === r.epoch);
+      const seen = k.rets.find((x) => x.t < r.t && sameEpoch(x, r));
       if (seen) add('run-after-result', `${key}: run ${r.id} (call ${r.call}) started ${ms(r.t - seen.t)} after call ${seen.call.id} was given run ${seen.run}'s result`);
     }
     // (b) no two runs overlapping while both held live leases, in one epoch.
@@ -213,18 +233,26 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
       for (let j = i + 1; j < k.runs.length; j++) {
         const p = k.runs[i];
         const q = k.runs[j];
-        if (p.call === q.call || p.epoch !== q.epoch || !p.live || !q.live) continue;
+        if (p.call === q.call || !sameEpoch(p, q) || !p.live || !q.live) continue;
         const both = intersects(p.live, q.live);
         if (both) add('overlap', `${key}: runs ${p.id} and ${q.id} both ran with live leases for ${ms(both[1] - both[0])}`);
       }
     }
     // (c) one completion per epoch, and every result the recorded one.
+    // A completion belongs to its run's claim's epoch.
+    for (const a of k.accepted) {
+      const r = runs.get(a.run);
+      Object.assign(a, r ? { lo: r.lo, hi: r.hi } : epochsOf(key, a.t));
+    }
     const acceptedBy = new Map();
     for (const a of k.accepted) {
-      const first = acceptedBy.get(a.epoch);
-      if (first === undefined) acceptedBy.set(a.epoch, a);
+      const epoch = epochOf(a);
+      if (epoch === undefined) continue;
+      const first = acceptedBy.get(epoch);
+      if (first === undefined) acceptedBy.set(epoch, a);
       else if (first.run !== a.run) add('two-completions', `${key}: the completions of run ${first.run} and of run ${a.run} were both accepted`);
     }
+    const lastEpoch = lastEpochOf(key);
     const final = finals[key]?.status === 'completed' ? finals[key].run : undefined;
     if (final !== undefined && acceptedBy.has(lastEpoch) && acceptedBy.get(lastEpoch).run !== final) {
       add('not-first-result', `${key}: the store's final record holds run ${final}, but run ${acceptedBy.get(lastEpoch).run}'s completion was accepted first`);
@@ -232,17 +260,19 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
     const firstRet = new Map();
     for (const x of k.rets) {
       if (!runs.has(x.run)) add('not-first-result', `${key}: call ${x.call.id} got run ${x.run}, which no side effect made`);
-      const from = epochOf(x.call.t ?? x.t);
+      // The recorded result of each epoch the call spans (its first completion), and any
+      // completion whose own epoch a clear's window leaves open.
       const acceptedRuns = [];
-      for (let ep = from; ep <= x.epoch; ep++) if (acceptedBy.has(ep)) acceptedRuns.push(acceptedBy.get(ep).run);
-      if (x.epoch === lastEpoch && final !== undefined) acceptedRuns.push(final);
+      for (let ep = x.lo; ep <= x.hi; ep++) if (acceptedBy.has(ep)) acceptedRuns.push(acceptedBy.get(ep).run);
+      for (const a of k.accepted) if (epochOf(a) === undefined && a.lo <= x.hi && x.lo <= a.hi) acceptedRuns.push(a.run);
+      if (x.hi === lastEpoch && final !== undefined) acceptedRuns.push(final);
       if (acceptedRuns.length > 0 && !acceptedRuns.includes(x.run)) {
         add('not-first-result', `${key}: call ${x.call.id} got run ${x.run}, but the recorded result is run ${acceptedRuns.join(' / ')}`);
       }
       // Callers of one epoch (sent and answered in it) all got one run: reported once per
       // other run given out.
-      if (from !== x.epoch) continue;
-      const given = group(firstRet, x.epoch, () => new Map());
+      if (epochOf(x) === undefined) continue;
+      const given = group(firstRet, epochOf(x), () => new Map());
       if (given.size > 0 && !given.has(x.run)) {
         const [run, first] = given.entries().next().value;
         add('different-results', `${key}: call ${first.call.id} got run ${run}, call ${x.call.id} got run ${x.run}`);
@@ -254,7 +284,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
     // reconcile). Claims count in `attempts`, so the one before is attempts - 1.
     for (const r of k.runs) {
       if (!r.claim || r.claim.takenOver !== false || !(r.claim.attempts > 1)) continue;
-      const before = k.runs.find((p) => p.claim && p.epoch === r.epoch && p.claim.attempts === r.claim.attempts - 1 && p.claim.t < r.claim.sent);
+      const before = k.runs.find((p) => p.claim && sameEpoch(p, r) && p.claim.attempts === r.claim.attempts - 1 && p.claim.t < r.claim.sent);
       if (before && before.threw !== true) {
         add('takeover-forgotten', `${key}: run ${r.id}'s claim (attempts ${r.claim.attempts}) was answered as a fresh claim, but the claim before it (run ${before.id}, call ${before.call}) had run and not failed`);
       }
@@ -263,9 +293,11 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
     if (k.calls.length > 0 && k.calls.every((c) => c.reconcile)) {
       const byEpoch = new Map();
       for (const r of k.runs) {
-        const prev = byEpoch.get(r.epoch);
+        const epoch = epochOf(r);
+        if (epoch === undefined) continue;
+        const prev = byEpoch.get(epoch);
         if (prev && prev.threw !== true) add('reconcile-skipped', `${key}: run ${r.id} (call ${r.call}) ran although run ${prev.id} had run before it and every caller passes reconcile`);
-        byEpoch.set(r.epoch, r);
+        byEpoch.set(epoch, r);
       }
     }
   }
@@ -296,7 +328,7 @@ function check(entries, { finals = {}, hangBoundMs = 30_000 } = {}) {
       const final = finals[c.key];
       if (r === undefined) add('false-message', `${what} with error.result of run ${e.run}, which this call did not make`);
       else if (mine) add('false-message', `${what}, but its own ${mine.op} was accepted`);
-      else if (final?.status === 'completed' && final.run === r.id && !byOthers && epochOf(e.t) === lastEpoch) {
+      else if (final?.status === 'completed' && final.run === r.id && !byOthers && epochOf(r) === lastEpochOf(c.key)) {
         add('false-message', `${what}, but the store holds its run ${r.id}'s result, and no other call recorded it`);
       }
     } else if (e.code === 'STORE_ERROR') {
@@ -320,7 +352,7 @@ function verdictLine(label, result) {
   const c = result.counts;
   const errors = Object.entries(c.errors).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
   const facts = `${c.calls} calls, ${c.runs} runs, ${c.results} results, ${c.takeovers} takeovers, ${c.reconciled} reconciled; errors: ${errors}; ` +
-    `nemesis: ${c.kills} kills, ${c.stops} stops, ${c.faults} store faults, ${c.epochs} lossy restarts`;
+    `nemesis: ${c.kills} kills, ${c.stops} stops, ${c.faults} store faults, ${c.epochs} lossy restarts, ${c.clears} keys cleared`;
   if (result.clean) return `${label}: CLEAN (${facts})`;
   const kinds = Object.entries(result.byKind).map(([k, n]) => `${k} ${n}`).join(', ');
   return `${label}: ${result.violations.length} violations (${kinds}) (${facts})`;

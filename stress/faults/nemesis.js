@@ -1,8 +1,10 @@
 'use strict';
 // The nemesis of a campaign: picks faults at random (seeded) and undoes each within a
-// bound, on two tracks at once:
+// bound, on three tracks at once:
 // - the workers: SIGKILL one (a replacement starts), or SIGSTOP one for 1.5-3 times the
 //   longest lease and then SIGCONT it (its lease runs out while it is stopped);
+// - the operator (every store): clears one key now and then, mostly one whose call is
+//   running (its record deleted: an epoch of that key, see checker.js);
 // - the store (network stores only): the fault proxy on the store's connections (stall,
 //   hold one direction, reset, half-close, split replies, cut a reply after k bytes,
 //   jitter, refuse new connections; on a cluster, any node's); the Redis server (on a
@@ -60,6 +62,7 @@ class Nemesis {
    * @param {import('./servers').RedisProcess} [o.redis]
    * @param {{ adminUrl: string, application: string }} [o.postgres]
    * @param {boolean} [o.processFaults] default true
+   * @param {(random: object) => Promise<{ key: string, n: number | string }>} [o.clearKey] the operator's clear of one key (campaign.js); none: no operator track
    * @param {Record<string, number>} [o.weights] store faults' weights that replace the defaults (--weight)
    */
   constructor(o) {
@@ -78,6 +81,7 @@ class Nemesis {
   async run(until) {
     const tracks = [];
     if (this.processFaults) tracks.push(this.processTrack(until));
+    if (this.clearKey !== undefined) tracks.push(this.operatorTrack(until));
     if (Object.keys(this.weights).length > 0) tracks.push(this.storeTrack(until));
     await Promise.all(tracks);
     await this.calm();
@@ -113,6 +117,17 @@ class Nemesis {
         await sleep(pauseMs);
         await cont();
       }
+    }
+  }
+
+  /** An operator clears a key now and then (`clear-key`): mostly one whose call is running. */
+  async operatorTrack(until) {
+    const r = this.random;
+    while (now() < until - 500) {
+      await sleep(r.int(200, 1000));
+      if (now() >= until - 500) break;
+      const { key, n } = await this.clearKey(r);
+      this.note('clear-key', { key, n });
     }
   }
 
