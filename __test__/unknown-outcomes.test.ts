@@ -103,6 +103,29 @@ for (const [storeName, open] of eachStore(redis.url, uniquePrefix)) {
       await store.close();
     });
 
+    it('a step whose settle is unconfirmed while its lease\'s renewals are refused says the same: unknown, never LeaseLostError', async () => {
+      // The two features together: step() and a renewal refused because the step's own
+      // write, applied with its reply lost, ended the step's claim.
+      const [store] = open(1);
+      let faulty = false;
+      let sent = 0;
+      const call = idempotent(async function mailer(to: string) {
+        return step('mail', async () => {
+          sent += 1;
+          faulty = true;
+          return `mail-${sent}`;
+        });
+      }, { store: repliesLost(store, { complete: () => faulty, get: () => faulty, renew: () => false }), leaseMs: LEASE_MS });
+      const err = await call('ada').then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreError);
+      expect((err as InstanceType<typeof StoreError>).outcome).toBe('unknown');
+      expect((err as Error).message).toMatch(/step .* ran, but whether its result was recorded is unknown/);
+      expect((err as Error).message).toMatch(/renewal of its lease was refused meanwhile/i);
+      faulty = false;
+      expect(sent).toBe(1);
+      await store.close();
+    });
+
     it('a step says the same', async () => {
       const [store] = open(1);
       let faulty = false;
